@@ -1,0 +1,50 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
+
+# Local state lives in the repo (git-ignored); the built base model is cached apart so a demo reset keeps it.
+export FTPIPE_HOME ?= $(CURDIR)/.ftpipe
+export DAGSTER_HOME ?= $(FTPIPE_HOME)/dagster_home
+export FTPIPE_MODEL_CACHE ?= $(CURDIR)/.cache/models
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test test-fast ui daemon bench clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -d $(VENV) || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	# torch first, pinned, so that no other package can pull a CUDA build of it
+	$(VENV)/bin/pip install -q torch==2.13.0
+	$(VENV)/bin/pip install -q -r requirements.lock
+	$(VENV)/bin/pip install -q --no-deps -e .
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+demo: install $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/ftpipe demo
+
+test: install
+	$(PY) -m pytest -ra
+
+test-fast: install
+	$(PY) -m pytest -ra -m "not slow"
+
+ui: install $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/dagster dev -w workspace.yaml
+
+daemon: install $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/dagster-daemon run -w workspace.yaml
+
+clean:
+	rm -rf $(FTPIPE_HOME)

@@ -1,0 +1,19 @@
+"""The one Definitions object of the project (loaded by workspace.yaml)."""
+
+from dagster import Definitions
+
+from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
+from ft_assets.evaluation import eval_report
+from ft_assets.jobs import finetune_job
+from ft_assets.registry import registered_adapter
+from ft_assets.training import adapter
+from resources import resources_from_env
+from sensors.failures import resume_failed_runs
+from sensors.uploads import upload_sensor
+
+defs = Definitions(
+    assets=[raw_dataset, validated_dataset, tokenized_dataset, adapter, eval_report, registered_adapter],
+    jobs=[finetune_job],
+    sensors=[upload_sensor, resume_failed_runs],
+    resources=resources_from_env(),
+)

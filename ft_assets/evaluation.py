@@ -1,0 +1,34 @@
+"""eval_report: lm-eval over the tenant's held-out split, base model vs tuned adapter."""
+
+
+import json
+from pathlib import Path
+
+import polars as pl
+from dagster import AssetExecutionContext, MetadataValue, Output, asset
+
+from ft_assets.partition import publish
+from partitions.tenant_jobs import tenant_jobs_partitions
+from resources import ArtifactStoreResource, LandingZoneResource, TrainerLauncherResource
+
+
+@asset(partitions_def=tenant_jobs_partitions, group_name="evaluation", kinds={"lm-eval"})
+def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerLauncherResource,
+                artifacts: ArtifactStoreResource, landing: LandingZoneResource) -> Output[dict]:
+    tenant, job = adapter["tenant"], adapter["job"]
+    run_dir = artifacts.layout().run_dir(tenant, job, context.run_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    holdout_file = run_dir / "holdout.parquet"
+    pl.read_parquet(adapter["examples_file"]).filter(pl.col("split") == "holdout").write_parquet(holdout_file)
+    invocation = trainer.run(context, "ftpipe.evaluation.pipes_main", extras={
+        "base_model_path": adapter["base_model"]["path"], "adapter_dir": adapter["adapter_dir"],
+        "holdout_file": str(holdout_file), "work_dir": str(run_dir / "eval"),
+    })
+    reported = dict(invocation.get_materialize_result().metadata or {})
+    report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())
+    table = reported["report"].value if "report" in reported else ""
+    publish(landing.store(), tenant, job, "eval_report.md",
+            f"# Evaluation of {tenant}/{job}\n\nBase model `{adapter['base_model']['model_id']}` vs the tuned "
+            f"adapter on {report['n_holdout']} held-out examples.\n\n{table}\n")
+    publish(landing.store(), tenant, job, "eval_report.json", json.dumps(report, indent=2))
+    return Output({**adapter, "eval": report}, metadata={**reported, "report": MetadataValue.md(table)})

@@ -1,0 +1,45 @@
+"""registered_adapter: a PEFT adapter directory vLLM can load, and its row in the DuckDB registry."""
+
+
+import json
+import shutil
+
+from dagster import AssetExecutionContext, MetadataValue, Output, asset
+
+from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, now_utc
+from partitions.tenant_jobs import tenant_jobs_partitions
+from resources import ArtifactStoreResource, CatalogResource
+
+SERVED_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+@asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"duckdb"})
+def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalog: CatalogResource,
+                       artifacts: ArtifactStoreResource) -> Output[dict]:
+    """Promoted when the tuned adapter beats the base on the held-out set; otherwise kept as a draft."""
+    tenant, job = eval_report["tenant"], eval_report["job"]
+    adapter_id = AdapterRegistry.new_adapter_id(tenant, job)
+    target = artifacts.layout().registry_dir(tenant, adapter_id)
+    target.mkdir(parents=True)
+    for name in SERVED_FILES:
+        shutil.copy2(f"{eval_report['adapter_dir']}/{name}", target / name)
+    # PEFT records the trainer's absolute local path; the served adapter names the base model by its id.
+    config = json.loads((target / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = eval_report["base_model"]["model_id"]
+    (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
+
+    holdout = next(r for r in eval_report["eval"]["rows"] if r["task"] == "holdout")
+    status = "promoted" if holdout["tuned"] > holdout["base"] else "draft"
+    metrics = {f"{r['task']}_{r['metric']}_{side}": r[side] for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
+    catalog.adapters().register(AdapterRecord(
+        adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run_id,
+        base_model=eval_report["base_model"]["model_id"], base_digest=eval_report["base_model"]["digest"],
+        dataset_digest=eval_report["dataset_digest"], config_hash=eval_report["spec_hash"],
+        method=eval_report["spec"]["method"], lora_rank=config.get("r"), path=str(target), metrics=metrics,
+        status=status, created_at=now_utc(),
+    ))
+    return Output(
+        {"adapter_id": adapter_id, "path": str(target), "status": status},
+        metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),
+                  "vllm_lora_module": f"{adapter_id}={target}", "lora_rank": config.get("r")},
+    )

@@ -1,0 +1,1 @@
+"""The DuckDB catalog: the adapter registry."""

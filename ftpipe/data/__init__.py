@@ -1,0 +1,1 @@
+"""Dataset reading, normalization to one chat schema, validation, splitting and tokenization."""

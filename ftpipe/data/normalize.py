@@ -1,0 +1,107 @@
+"""Detect each record's shape and normalize it into one chat-message schema.
+
+Every example becomes a list of ``{"role", "content"}`` messages. Derived columns describe what the pandera
+model checks (``ftpipe.data.schema``), so that validation is a declarative schema, not scattered ifs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import polars as pl
+
+from ftpipe.data.read import RawRecord
+
+ROLES = ("system", "user", "assistant", "tool")
+
+SHAPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # shape: (required keys, optional keys)
+    "chat": (frozenset({"messages"}), frozenset({"id", "metadata"})),
+    "prompt_completion": (frozenset({"prompt", "completion"}), frozenset({"id", "metadata", "system"})),
+    "instruction": (frozenset({"instruction", "response"}), frozenset({"input", "id", "metadata", "system"})),
+    "text": (frozenset({"text"}), frozenset({"id", "metadata"})),
+}
+
+NORMALIZED_SCHEMA = {
+    "source_file": pl.String,
+    "line": pl.Int64,
+    "shape": pl.String,
+    "problem": pl.String,
+    "unknown_keys": pl.String,
+    "messages": pl.String,
+    "n_messages": pl.Int64,
+    "n_assistant": pl.Int64,
+    "n_empty": pl.Int64,
+    "n_bad_role": pl.Int64,
+    "roles_in_order": pl.Boolean,
+}
+
+
+def detect_shape(data: dict) -> str | None:
+    keys = set(data)
+    for shape, (required, _) in SHAPES.items():
+        if required <= keys:
+            return shape
+    return None
+
+
+def to_messages(shape: str, data: dict) -> list[dict]:
+    if shape == "chat":
+        return data["messages"]
+    if shape == "prompt_completion":
+        system = [{"role": "system", "content": data["system"]}] if data.get("system") else []
+        return system + [{"role": "user", "content": data["prompt"]}, {"role": "assistant", "content": data["completion"]}]
+    if shape == "instruction":
+        prompt = data["instruction"] + (f"\n\n{data['input']}" if data.get("input") else "")
+        system = [{"role": "system", "content": data["system"]}] if data.get("system") else []
+        return system + [{"role": "user", "content": prompt}, {"role": "assistant", "content": data["response"]}]
+    if shape == "text":
+        return [{"role": "assistant", "content": data["text"]}]
+    raise ValueError(shape)
+
+
+def _roles_in_order(roles: list[str]) -> bool:
+    """System messages only first; a conversation's first non-system turn is the user's; it ends with the assistant."""
+    body = roles[1:] if roles and roles[0] == "system" else roles
+    if "system" in body or not body:
+        return False
+    if body == ["assistant"]:
+        return True  # plain text for continued pre-training
+    return body[0] == "user" and body[-1] == "assistant"
+
+
+def _row(rec: RawRecord) -> dict:
+    row = dict.fromkeys(NORMALIZED_SCHEMA)
+    row.update(source_file=rec.source_file, line=rec.line, n_messages=0, n_assistant=0, n_empty=0, n_bad_role=0,
+               roles_in_order=False)
+    if rec.error:
+        row["problem"] = rec.error
+        return row
+    data = rec.data or {}
+    shape = detect_shape(data)
+    if shape is None:
+        row["problem"] = (f"unrecognized shape with keys {sorted(data)}: expected one of "
+                          + "; ".join("+".join(sorted(req)) for req, _ in SHAPES.values()))
+        return row
+    required, optional = SHAPES[shape]
+    unknown = sorted(set(data) - required - optional)
+    row["shape"] = shape
+    row["unknown_keys"] = ",".join(unknown) if unknown else None
+    messages = to_messages(shape, data)
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        row["problem"] = "field 'messages' must be a list of objects with 'role' and 'content'"
+        return row
+    roles = [m.get("role") for m in messages]
+    contents = [m.get("content") for m in messages]
+    row["messages"] = json.dumps([{"role": r, "content": c} for r, c in zip(roles, contents)], ensure_ascii=False)
+    row["n_messages"] = len(messages)
+    row["n_assistant"] = sum(r == "assistant" for r in roles)
+    row["n_empty"] = sum(not isinstance(c, str) or not c.strip() for c in contents)
+    row["n_bad_role"] = sum(r not in ROLES for r in roles)
+    row["roles_in_order"] = _roles_in_order([r for r in roles if isinstance(r, str)])
+    return row
+
+
+def normalize(records: Iterable[RawRecord]) -> pl.DataFrame:
+    return pl.DataFrame([_row(r) for r in records], schema=NORMALIZED_SCHEMA)

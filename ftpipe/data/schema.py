@@ -1,0 +1,110 @@
+"""The pandera model that is the blocking quality gate on a normalized dataset, and its error report.
+
+Each failing check is turned back into the file, the 1-based line and the field the tenant wrote, so that
+the report says e.g. ``train.jsonl line 7, messages: no assistant turn``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandera.polars as pa
+import polars as pl
+from pandera.api.polars.types import PolarsData
+from pandera.errors import SchemaErrors
+
+# What a failing check means to a tenant, keyed by (column, check name).
+_MESSAGES = {
+    ("problem", "no_problem"): ("record", "{value}"),
+    ("shape", "not_nullable"): ("record", "shape not recognized"),
+    ("unknown_keys", "no_unknown_keys"): ("record", "unknown keys: {value}"),
+    ("n_assistant", "greater_than_or_equal_to(1)"): ("messages", "no assistant turn"),
+    ("n_empty", "equal_to(0)"): ("messages", "{value} message(s) with empty content"),
+    ("n_bad_role", "equal_to(0)"): ("messages[].role", "unrecognized role (use system, user, assistant or tool)"),
+    ("roles_in_order", "in_order"): ("messages[].role", "roles out of order: optional system first, then user, ..., ending with assistant"),
+}
+
+
+class NormalizedExamples(pa.DataFrameModel):
+    source_file: str
+    line: int = pa.Field(ge=1)
+    shape: str = pa.Field(nullable=False)
+    problem: str = pa.Field(nullable=True)
+    unknown_keys: str = pa.Field(nullable=True)
+    n_assistant: int = pa.Field(ge=1)
+    n_empty: int = pa.Field(eq=0)
+    n_bad_role: int = pa.Field(eq=0)
+    roles_in_order: bool
+
+    @pa.check("problem", name="no_problem")
+    def _no_problem(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(data.key).is_null())
+
+    @pa.check("unknown_keys", name="no_unknown_keys")
+    def _no_unknown_keys(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(data.key).is_null())
+
+    @pa.check("roles_in_order", name="in_order")
+    def _in_order(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(data.key))
+
+    class Config:
+        strict = False
+        coerce = False
+
+
+@dataclass(frozen=True)
+class RowError:
+    source_file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source_file} line {self.line}, {self.field}: {self.message}"
+
+
+@dataclass
+class ValidationOutcome:
+    n_examples: int
+    errors: list[RowError] = field(default_factory=list)
+    dataset_errors: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors and not self.dataset_errors
+
+    def error_lines(self) -> list[str]:
+        return self.dataset_errors + [str(e) for e in self.errors]
+
+
+def validate_examples(frame: pl.DataFrame, min_examples: int = 1, max_examples: int | None = None) -> ValidationOutcome:
+    outcome = ValidationOutcome(n_examples=frame.height)
+    try:
+        NormalizedExamples.validate(frame, lazy=True)
+    except SchemaErrors as exc:
+        outcome.errors = _row_errors(frame, exc.failure_cases)
+    # A record that failed to parse fails the checks of every derived column too; report its first cause only.
+    seen: dict[tuple[str, int], RowError] = {}
+    for err in outcome.errors:
+        seen.setdefault((err.source_file, err.line), err)
+    outcome.errors = sorted(seen.values(), key=lambda e: (e.source_file, e.line))
+    valid = frame.height - len(seen)
+    if valid < min_examples:
+        outcome.dataset_errors.append(f"too few valid examples: {valid} (at least {min_examples} required)")
+    if max_examples is not None and frame.height > max_examples:
+        outcome.dataset_errors.append(f"too many examples: {frame.height} (the tenant's tier allows {max_examples})")
+    return outcome
+
+
+def _row_errors(frame: pl.DataFrame, failure_cases: pl.DataFrame) -> list[RowError]:
+    errors = []
+    order = {key: i for i, key in enumerate(_MESSAGES)}
+    cases = failure_cases.filter(pl.col("index").is_not_null()).to_dicts()
+    cases.sort(key=lambda c: (c["index"], order.get((c["column"], c["check"]), len(order))))
+    for case in cases:
+        row = frame.row(case["index"], named=True)
+        field_name, template = _MESSAGES.get((case["column"], case["check"]), (case["column"], f"failed {case['check']}"))
+        errors.append(RowError(row["source_file"], row["line"], field_name,
+                               template.format(value=row.get(case["column"]))))
+    return errors

@@ -1,0 +1,1 @@
+"""Evaluation with lm-eval: custom tasks over local files, base model vs tuned adapter."""

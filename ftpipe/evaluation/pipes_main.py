@@ -1,0 +1,33 @@
+"""The evaluator process: ``python -m ftpipe.evaluation.pipes_main``, launched by Dagster Pipes."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+from dagster_pipes import open_dagster_pipes
+
+from ftpipe.evaluation.compare import compare_base_and_tuned
+
+
+def main() -> None:
+    with open_dagster_pipes() as pipes:
+        holdout = pl.read_parquet(pipes.get_extra("holdout_file"))
+        conversations = [json.loads(m) for m in holdout["messages"]]
+        pipes.log.info(f"evaluating base and tuned on {len(conversations)} held-out examples with lm-eval")
+        report = compare_base_and_tuned(
+            base_model_path=pipes.get_extra("base_model_path"),
+            adapter_dir=pipes.get_extra("adapter_dir"),
+            holdout_conversations=conversations,
+            work_dir=pipes.get_extra("work_dir"),
+        )
+        metadata = {"report": {"raw_value": report.to_markdown(), "type": "md"}, "n_holdout": report.n_holdout}
+        for row in report.rows:
+            metadata[f"{row.task}_{row.metric}_base"] = row.base
+            metadata[f"{row.task}_{row.metric}_tuned"] = row.tuned
+            metadata[f"{row.task}_{row.metric}_delta"] = row.delta
+        pipes.report_asset_materialization(metadata=metadata)
+
+
+if __name__ == "__main__":
+    main()

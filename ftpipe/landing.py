@@ -1,0 +1,43 @@
+"""The landing-zone layout: where tenants upload jobs and where the platform writes their results.
+
+    tenants/{tenant}/jobs/{job}/manifest.yaml     the submission (written last)
+    tenants/{tenant}/jobs/{job}/<dataset files>   the data the manifest names
+    tenants/{tenant}/results/{job}/...            reports the platform writes back for the tenant
+
+Uploads and results live under separate prefixes so that the platform never writes into what a tenant
+uploaded, and every key is built from validated names so none can leave the tenant's prefix.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ftpipe.manifest import MANIFEST_NAME
+from partitions.keys import validate_name
+
+TENANTS_PREFIX = "tenants/"
+_MANIFEST_KEY = re.compile(r"tenants/([^/]+)/jobs/([^/]+)/" + re.escape(MANIFEST_NAME))
+
+
+def job_prefix(tenant: str, job: str) -> str:
+    return f"tenants/{validate_name('tenant', tenant)}/jobs/{validate_name('job', job)}/"
+
+
+def job_file_key(tenant: str, job: str, file_name: str) -> str:
+    if "/" in file_name or file_name.startswith("."):
+        raise ValueError(f"invalid file name {file_name!r}")
+    return job_prefix(tenant, job) + file_name
+
+
+def manifest_key(tenant: str, job: str) -> str:
+    return job_file_key(tenant, job, MANIFEST_NAME)
+
+
+def results_key(tenant: str, job: str, name: str) -> str:
+    return f"tenants/{validate_name('tenant', tenant)}/results/{validate_name('job', job)}/{name}"
+
+
+def match_manifest_key(key: str) -> tuple[str, str] | None:
+    """(tenant, job) as written in the key, *unvalidated*, if the key is a job manifest."""
+    m = _MANIFEST_KEY.fullmatch(key)
+    return (m.group(1), m.group(2)) if m else None

@@ -1,0 +1,46 @@
+"""What a training job resolves to: platform defaults, overridden by the tenant's manifest."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+
+@dataclass
+class TrainJobSpec:
+    base_model_path: str
+    train_file: str
+    """Tokenized Parquet with ``input_ids`` and ``assistant_masks``."""
+    output_dir: str
+    """Holds ``checkpoints/`` and the final ``adapter/``."""
+    method: str = "lora"
+    learning_rate: float = 2e-3
+    """Adapters on a tiny model need far more than TRL's 2e-5 default to move."""
+    epochs: float = 3.0
+    max_steps: int = -1
+    micro_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    max_seq_len: int = 512
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    target_modules: list[str] | str = "all-linear"
+    warmup_ratio: float = 0.05
+    seed: int = 42
+    logging_steps: int = 5
+    save_steps: int = 50
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainJobSpec":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+OVERRIDABLE = {
+    "learning_rate": float, "epochs": float, "max_steps": int, "micro_batch_size": int,
+    "gradient_accumulation_steps": int, "max_seq_len": int, "lora_r": int, "lora_alpha": int,
+    "lora_dropout": float, "seed": int,
+}

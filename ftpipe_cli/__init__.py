@@ -1,0 +1,1 @@
+"""The ``ftpipe`` command line: submit jobs, see their status, run the demo."""

@@ -1,0 +1,123 @@
+"""The demo: three synthetic tenants submit jobs, the Dagster daemon runs them, and a table shows the outcome.
+
+Everything goes through the real path: files land in the landing zone, the upload sensor (in the daemon)
+registers partitions and queues runs, the QueuedRunCoordinator dequeues them by priority and quota, and the
+default run launcher executes them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import DagsterInstance, RunsFilter
+
+from ftpipe import synthetic
+from ftpipe.landing import manifest_key
+from ftpipe.objectstore import ObjectStore
+from ftpipe_cli.status import FINISHED, JobStatus, job_statuses
+from ftpipe_cli.submit import default_manifest, submit_job
+from resources.settings import REPO_ROOT
+from sensors.run_tags import JOB_TAG, TENANT_TAG
+
+
+@dataclass
+class DemoScale:
+    rows: int = 240
+    epochs: float = 6.0
+    min_examples: int = 100
+
+
+def _free_job_name(store: ObjectStore, tenant: str, base: str) -> str:
+    """A new job name (base-v1, -v2, ...): a demo run never touches an earlier submission."""
+    n = 1
+    while store.exists(manifest_key(tenant, f"{base}-v{n}")):
+        n += 1
+    return f"{base}-v{n}"
+
+
+def seed_demo_tenants(store: ObjectStore, scale: DemoScale = DemoScale()) -> list[tuple[str, str]]:
+    hp = {"epochs": scale.epochs}
+    jobs = []
+
+    job = _free_job_name(store, "acme", "support")
+    submit_job(store, "acme", job, {"train.jsonl": synthetic.to_jsonl(synthetic.acme_support(scale.rows)).encode()},
+               default_manifest("train.jsonl", hyperparameters=hp, min_examples=scale.min_examples))
+    jobs.append(("acme", job))
+
+    job = _free_job_name(store, "globex", "directory")
+    submit_job(store, "globex", job,
+               {"services.jsonl": synthetic.to_jsonl(synthetic.globex_directory(scale.rows)).encode()},
+               default_manifest("services.jsonl", hyperparameters=hp, min_examples=scale.min_examples))
+    jobs.append(("globex", job))
+
+    # Initech's export is broken in the ways real exports are: its bad rows must be named, and nothing trained.
+    good = synthetic.to_jsonl(synthetic.acme_support(scale.rows, seed=7)).splitlines()
+    for i, bad in enumerate(synthetic.broken_rows()):
+        good.insert(10 + 17 * i, bad)
+    job = _free_job_name(store, "initech", "helpdesk")
+    submit_job(store, "initech", job, {"tickets.jsonl": ("\n".join(good) + "\n").encode()},
+               default_manifest("tickets.jsonl", hyperparameters=hp, min_examples=scale.min_examples))
+    jobs.append(("initech", job))
+    return jobs
+
+
+def start_daemon(log_path: Path) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    daemon = Path(sys.executable).parent / "dagster-daemon"
+    return subprocess.Popen(
+        [str(daemon), "run", "-w", str(REPO_ROOT / "workspace.yaml")],
+        cwd=REPO_ROOT, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def stop_daemon(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def wait_for_jobs(instance: DagsterInstance, jobs: list[tuple[str, str]], timeout_s: float,
+                  progress=print, daemon: subprocess.Popen | None = None) -> dict[tuple[str, str], str]:
+    start = time.monotonic()
+    last_line = ""
+    while True:
+        states = {}
+        for tenant, job in jobs:
+            runs = instance.get_runs(RunsFilter(tags={TENANT_TAG: tenant, JOB_TAG: job}), limit=1)
+            states[(tenant, job)] = runs[0].status if runs else None
+        line = "  ".join(f"{t}/{j}: {s.value if s else 'waiting for sensor'}" for (t, j), s in states.items())
+        if line != last_line:
+            progress(f"[{time.monotonic() - start:5.0f}s] {line}")
+            last_line = line
+        if all(s in FINISHED for s in states.values()):
+            return {k: v.value for k, v in states.items()}
+        if daemon is not None and daemon.poll() is not None:
+            raise RuntimeError(f"the Dagster daemon exited with code {daemon.returncode}")
+        if time.monotonic() - start > timeout_s:
+            raise TimeoutError(f"jobs not finished after {timeout_s:.0f}s: {line}")
+        time.sleep(2)
+
+
+def run_demo(store: ObjectStore, registry, scale: DemoScale = DemoScale(), timeout_s: float = 900,
+             progress=print) -> list[JobStatus]:
+    jobs = seed_demo_tenants(store, scale)
+    progress(f"submitted {', '.join(f'{t}/{j}' for t, j in jobs)} to {store.url}")
+    home = Path(os.environ["DAGSTER_HOME"])
+    daemon = start_daemon(home / "daemon.log")
+    progress(f"started the Dagster daemon (log: {home / 'daemon.log'})")
+    try:
+        with DagsterInstance.get() as instance:
+            wait_for_jobs(instance, jobs, timeout_s, progress, daemon)
+            wanted = set(jobs)
+            return [r for r in job_statuses(instance, registry) if (r.tenant, r.job) in wanted]
+    finally:
+        stop_daemon(daemon)

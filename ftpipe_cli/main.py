@@ -1,0 +1,80 @@
+"""``ftpipe``: submit a job, list jobs and their state, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _resources():
+    from resources import resources_from_env
+
+    return resources_from_env()
+
+
+def cmd_submit(args) -> int:
+    from ftpipe_cli.submit import submit_paths
+
+    store = _resources()["landing"].store()
+    key = submit_paths(store, args.tenant, args.job, Path(args.data), Path(args.manifest) if args.manifest else None,
+                       Path(args.eval_data) if args.eval_data else None)
+    print(f"submitted {args.tenant}/{args.job}: {store.url.rstrip('/')}/{key}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    from dagster import DagsterInstance
+
+    from ftpipe_cli.status import format_table, job_statuses
+
+    with DagsterInstance.get() as instance:
+        print(format_table(job_statuses(instance, _resources()["catalog"].adapters(), args.tenant)))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from ftpipe_cli.demo import DemoScale, run_demo
+    from ftpipe_cli.status import format_table
+
+    res = _resources()
+    registry = res["base_models"].registry()
+    print("preparing the base model ftpipe/tiny-llama (built once, then cached) ...", flush=True)
+    path = registry.ensure_tiny_model(progress=lambda s, n, loss: print(f"  pre-training step {s}/{n} loss {loss:.3f}",
+                                                                        flush=True))
+    print(f"base model ready: {path}")
+    rows = run_demo(res["landing"].store(), res["catalog"].adapters(), DemoScale(), timeout_s=args.timeout,
+                    progress=lambda line: print(line, flush=True))
+    print()
+    print(format_table(rows))
+    print("\nReports for tenants are in the landing zone under tenants/<tenant>/results/<job>/.")
+    print("Open the Dagster UI on this state with:  make ui   (then http://127.0.0.1:3000)")
+    return 0 if all(r.status in ("SUCCESS", "FAILURE") for r in rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ftpipe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("submit", help="upload a dataset and manifest to the landing zone (manifest last)")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--data", required=True, help="training data file (JSONL, CSV or Parquet)")
+    p.add_argument("--eval-data", help="optional evaluation file")
+    p.add_argument("--manifest", help="manifest.yaml; a default one naming --data is written if omitted")
+    p.set_defaults(func=cmd_submit)
+    p = sub.add_parser("status", help="list jobs and their state")
+    p.add_argument("--tenant")
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("demo", help="seed three tenants, run their jobs through the daemon, print the outcome")
+    p.add_argument("--timeout", type=float, default=900)
+    p.set_defaults(func=cmd_demo)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, FileExistsError) as exc:
+        print(f"ftpipe: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

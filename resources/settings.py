@@ -1,0 +1,45 @@
+"""Choose and configure every resource from the environment, so that deployments switch without code changes.
+
+    FTPIPE_HOME          local state root (default: <repo>/.ftpipe)
+    FTPIPE_LANDING_URL   landing zone: a folder or s3://bucket/prefix (default: $FTPIPE_HOME/landing)
+    FTPIPE_S3_ENDPOINT_URL, AWS_REGION   S3-compatible endpoint and region (credentials: the usual AWS variables)
+    FTPIPE_ARTIFACTS     platform storage for snapshots, caches, checkpoints, adapters (default: $FTPIPE_HOME/artifacts)
+    FTPIPE_MODEL_CACHE   built-in base models (default: $FTPIPE_HOME/models)
+    FTPIPE_CATALOG       DuckDB catalog file (default: $FTPIPE_HOME/catalog.duckdb)
+    FTPIPE_TENANTS       platform tenant configuration (default: <repo>/tenants.yaml)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from resources.artifacts import ArtifactStoreResource
+from resources.base_models import BaseModelsResource
+from resources.catalog import CatalogResource
+from resources.landing_zone import LandingZoneResource
+from resources.platform import PlatformResource
+from resources.trainer import TrainerLauncherResource
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def ftpipe_home() -> Path:
+    return Path(os.environ.get("FTPIPE_HOME", REPO_ROOT / ".ftpipe"))
+
+
+def resources_from_env() -> dict:
+    home = ftpipe_home()
+    env = os.environ.get
+    return {
+        "landing": LandingZoneResource(
+            url=env("FTPIPE_LANDING_URL", str(home / "landing")),
+            endpoint_url=env("FTPIPE_S3_ENDPOINT_URL"),
+            region_name=env("AWS_REGION", env("AWS_DEFAULT_REGION")),
+        ),
+        "artifacts": ArtifactStoreResource(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
+        "base_models": BaseModelsResource(cache_dir=env("FTPIPE_MODEL_CACHE", str(home / "models"))),
+        "catalog": CatalogResource(path=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
+        "platform": PlatformResource(tenants_file=env("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))),
+        "trainer": TrainerLauncherResource(),
+    }

@@ -1,0 +1,1 @@
+"""Sensors (uploads, failed runs) and schedules."""

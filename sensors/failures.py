@@ -1,0 +1,54 @@
+"""Classify failed runs and resume the ones that failed for the platform's reasons, not the tenant's."""
+
+
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    RunFailureSensorContext,
+    RunRequest,
+    SkipReason,
+    run_failure_sensor,
+)
+
+from ft_assets.jobs import finetune_job
+from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, USER_ERROR
+from sensors.run_tags import ATTEMPT_TAG
+
+MAX_ATTEMPTS = 3
+
+
+def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str]:
+    """(error class, reason) of a failed run: ``user`` for bad input or a failed quality gate."""
+    for record in instance.all_logs(run.run_id, of_type={DagsterEventType.ASSET_CHECK_EVALUATION,
+                                                           DagsterEventType.STEP_FAILURE}):
+        event = record.dagster_event
+        if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+            evaluation = event.event_specific_data
+            if not evaluation.passed:
+                return USER_ERROR, f"check {evaluation.check_name} failed: {evaluation.description or ''}".strip()
+        else:
+            data = event.step_failure_data
+            user = data.user_failure_data
+            if user is not None:
+                meta = user.metadata or {}
+                cls = getattr(meta.get(ERROR_CLASS_KEY), "value", PLATFORM_ERROR)
+                return cls, user.description or "failed"
+            message = data.error.message.strip() if data.error else "failed"
+            return PLATFORM_ERROR, message.splitlines()[0][:300]
+    return PLATFORM_ERROR, "run failed before any step ran"
+
+
+@run_failure_sensor(monitored_jobs=[finetune_job], request_job=finetune_job, minimum_interval_seconds=10)
+def resume_failed_runs(context: RunFailureSensorContext):
+    run = context.dagster_run
+    error_class, reason = failure_reason(context.instance, run)
+    attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
+    if error_class == USER_ERROR:
+        return SkipReason(f"run {run.run_id} failed on the tenant's input, not retried: {reason}")
+    if attempt >= MAX_ATTEMPTS:
+        return SkipReason(f"run {run.run_id} failed {attempt} times; giving up: {reason}")
+    tags = {k: v for k, v in run.tags.items() if k.startswith("ftpipe/") or k == "dagster/priority"}
+    # The training step finds its own checkpoints (keyed by the resolved spec), so a new run resumes.
+    return RunRequest(run_key=f"{run.run_id}:resume", partition_key=run.tags.get("dagster/partition"),
+                      tags={**tags, ATTEMPT_TAG: str(attempt + 1)})
