@@ -1,7 +1,6 @@
 """raw_dataset -> validated_dataset (pandera, blocking check) -> tokenized_dataset."""
 
 
-import json
 import tempfile
 from pathlib import Path
 

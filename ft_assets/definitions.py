@@ -11,9 +11,17 @@ from resources import resources_from_env
 from sensors.failures import resume_failed_runs
 from sensors.uploads import upload_sensor
 
-defs = Definitions(
-    assets=[raw_dataset, validated_dataset, tokenized_dataset, adapter, eval_report, registered_adapter],
-    jobs=[finetune_job],
-    sensors=[upload_sensor, resume_failed_runs],
-    resources=resources_from_env(),
-)
+ASSETS = [raw_dataset, validated_dataset, tokenized_dataset, adapter, eval_report, registered_adapter]
+
+
+def build_defs(resources: dict | None = None) -> Definitions:
+    """The project's definitions, with resources from the environment unless given (tests pass their own)."""
+    return Definitions(
+        assets=ASSETS,
+        jobs=[finetune_job],
+        sensors=[upload_sensor, resume_failed_runs],
+        resources=resources if resources is not None else resources_from_env(),
+    )
+
+
+defs = build_defs()

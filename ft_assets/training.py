@@ -11,7 +11,8 @@ from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import ArtifactStoreResource, TrainerLauncherResource
 
 
-def resolve_spec(tokenized: dict, output_root) -> TrainJobSpec:
+def resolve_spec(tokenized: dict) -> TrainJobSpec:
+    """Platform defaults, overridden by the manifest's hyperparameters; output_dir is set by the caller."""
     manifest = tokenized["manifest"]
     spec = TrainJobSpec(base_model_path=tokenized["base_model"]["path"], train_file=tokenized["tokenized_file"],
                         output_dir="", method=manifest["method"])
@@ -25,7 +26,7 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
             artifacts: ArtifactStoreResource) -> Output[dict]:
     """A LoRA adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata."""
     tenant, job = tokenized_dataset["tenant"], tokenized_dataset["job"]
-    spec = resolve_spec(tokenized_dataset, None)
+    spec = resolve_spec(tokenized_dataset)
     spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset["base_model"]["digest"])
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")

@@ -1,8 +1,11 @@
 """The upload sensor: a new job manifest in the landing zone becomes a partition and a queued run.
 
-The manifest is written last, so its arrival is the submission. Run keys include the manifest's version, so
-the same manifest seen again requests nothing, while a re-submitted (changed) manifest queues a new run.
+The manifest is written last, so its arrival is the submission. The cursor remembers the version of each
+manifest already queued, so the same manifest seen again requests nothing, while a re-submitted (changed)
+manifest queues a new run. Run keys carry the version too, as a second guard inside Dagster itself.
 """
+
+import json
 
 
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, sensor
@@ -22,6 +25,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     store = landing.store()
     config = platform.config()
     known = set(context.instance.get_dynamic_partitions(tenant_jobs_partitions.name))
+    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     new_keys: list[str] = []
     requests: list[RunRequest] = []
     for obj in store.list(TENANTS_PREFIX):
@@ -38,6 +42,9 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             _reject_once(store, tenant, job, f"tenant '{tenant}' is not configured on this platform")
             context.log.warning(f"ignoring {obj.key}: tenant '{tenant}' is not configured")
             continue
+        if seen.get(key) == obj.version:
+            continue
+        seen[key] = obj.version
         if key not in known and key not in new_keys:
             new_keys.append(key)
         requests.append(RunRequest(
@@ -46,6 +53,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             tags={**run_tags(config, tenant, job), MANIFEST_VERSION_TAG: obj.version},
         ))
     return SensorResult(
+        cursor=json.dumps(seen, sort_keys=True),
         run_requests=requests,
         dynamic_partitions_requests=[tenant_jobs_partitions.build_add_request(new_keys)] if new_keys else [],
     )

@@ -1,0 +1,76 @@
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Tests never reach a model hub; the built-in base model is built once into the repo's cache and shared.
+for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    os.environ[var] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    from ftpipe.basemodel.registry import BaseModelRegistry
+    from ftpipe.basemodel.tiny import TINY_MODEL_ID
+
+    return BaseModelRegistry(os.environ["FTPIPE_MODEL_CACHE"]).resolve(TINY_MODEL_ID)
+
+
+@pytest.fixture
+def platform_file(tmp_path) -> Path:
+    path = tmp_path / "tenants.yaml"
+    path.write_text(
+        "default_pool: cpu-local\n"
+        "tiers:\n  premium: {priority: 10}\n  free: {priority: 0, max_examples: 500}\n"
+        "tenants:\n  acme: {tier: premium}\n  initech: {tier: free}\n"
+    )
+    return path
+
+
+@pytest.fixture
+def local_resources(tmp_path, platform_file) -> dict:
+    from resources import (
+        ArtifactStoreResource,
+        BaseModelsResource,
+        CatalogResource,
+        LandingZoneResource,
+        PlatformResource,
+        TrainerLauncherResource,
+    )
+
+    return {
+        "landing": LandingZoneResource(url=str(tmp_path / "landing")),
+        "artifacts": ArtifactStoreResource(root=str(tmp_path / "artifacts")),
+        "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
+        "catalog": CatalogResource(path=str(tmp_path / "catalog.duckdb")),
+        "platform": PlatformResource(tenants_file=str(platform_file)),
+        "trainer": TrainerLauncherResource(),
+    }
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """moto's server: the real S3 HTTP API on loopback."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint, request) -> str:
+    import boto3
+
+    name = f"landing-{abs(hash(request.node.nodeid)) % 10**8}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    return name

@@ -1,0 +1,93 @@
+"""The asset graph materialized in process, on the tiny model: the good path and the blocked path."""
+
+import json
+from pathlib import Path
+
+import pytest
+from dagster import DagsterRunStatus, instance_for_test, materialize
+
+from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
+from ft_assets.definitions import build_defs
+from ftpipe import synthetic
+from ftpipe.landing import results_key
+from ftpipe_cli.submit import default_manifest, submit_job
+from partitions.keys import partition_key
+from sensors.failures import failure_reason
+
+pytestmark = pytest.mark.slow
+
+
+def _run(instance, resources, tenant, job):
+    key = partition_key(tenant, job)
+    instance.add_dynamic_partitions("tenant_jobs", [key])
+    result = build_defs(resources).resolve_job_def("finetune").execute_in_process(
+        instance=instance, partition_key=key, raise_on_error=False)
+    return result, instance.get_run_by_id(result.run_id)
+
+
+def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, tiny_model):
+    store = local_resources["landing"].store()
+    rows = synthetic.to_jsonl(synthetic.acme_support(150)).encode()
+    submit_job(store, "acme", "support-v1", {"train.jsonl": rows},
+               default_manifest("train.jsonl", hyperparameters={"epochs": 4}))
+    with instance_for_test() as instance:
+        result, run = _run(instance, local_resources, "acme", "support-v1")
+        assert run.status == DagsterRunStatus.SUCCESS
+        adapter_meta = result.asset_materializations_for_node("adapter")[0].metadata
+        assert adapter_meta["final_loss"].value < adapter_meta["train_loss"].value * 2
+        assert "data:image/png;base64," in adapter_meta["loss_curve"].value
+        assert adapter_meta["tokens_per_second"].value > 0
+
+    (record,) = local_resources["catalog"].adapters().list("acme")
+    assert record.run_id == run.run_id and record.base_digest == tiny_model.digest
+    assert record.metrics["holdout_exact_match_tuned"] > record.metrics["holdout_exact_match_base"]
+    assert record.status == "promoted"
+    served = Path(record.path)
+    assert sorted(p.name for p in served.iterdir()) == ["adapter_config.json", "adapter_model.safetensors"]
+    assert json.loads((served / "adapter_config.json").read_text())["base_model_name_or_path"] == "ftpipe/tiny-llama"
+    report = store.read_bytes(results_key("acme", "support-v1", "eval_report.md")).decode()
+    assert "| holdout | exact_match |" in report
+    assert b"Validation passed" in store.read_bytes(results_key("acme", "support-v1", "validation.md"))
+
+
+def test_broken_rows_block_the_run_before_any_training(local_resources):
+    store = local_resources["landing"].store()
+    lines = synthetic.to_jsonl(synthetic.acme_support(120)).splitlines()
+    lines.insert(4, synthetic.broken_rows()[1])
+    submit_job(store, "initech", "helpdesk-v1", {"t.jsonl": ("\n".join(lines) + "\n").encode()},
+               default_manifest("t.jsonl"))
+    with instance_for_test() as instance:
+        result, run = _run(instance, local_resources, "initech", "helpdesk-v1")
+        assert run.status == DagsterRunStatus.FAILURE
+        assert failure_reason(instance, run) == ("user", "check schema failed: t.jsonl line 5, messages: no assistant turn")
+        assert not result.asset_materializations_for_node("adapter")
+    job_dir = Path(local_resources["artifacts"].root) / "tenants" / "initech" / "jobs" / "helpdesk-v1"
+    assert not (job_dir / "training").exists()  # no GPU time spent
+    report = store.read_bytes(results_key("initech", "helpdesk-v1", "validation.md")).decode()
+    assert "| t.jsonl | 5 | messages | no assistant turn |" in report
+
+
+def test_bad_manifest_is_a_user_error_reported_to_the_tenant(local_resources):
+    store = local_resources["landing"].store()
+    submit_job(store, "acme", "j2", {"t.jsonl": b"{}\n"}, default_manifest("t.jsonl"))
+    store.write_bytes("tenants/acme/jobs/j3/manifest.yaml", b"base_model: ftpipe/tiny-llama\ndataset: missing.jsonl\n")
+    with instance_for_test() as instance:
+        _, run = _run(instance, local_resources, "acme", "j3")
+        error_class, reason = failure_reason(instance, run)
+    assert error_class == "user" and "names 'missing.jsonl', which is not in the job folder" in reason
+    assert b"missing.jsonl" in store.read_bytes(results_key("acme", "j3", "rejected.md"))
+
+
+def test_second_job_on_the_same_data_reuses_the_tokenized_cache(local_resources, tiny_model):
+    store = local_resources["landing"].store()
+    rows = synthetic.to_jsonl(synthetic.acme_support(100)).encode()
+    for job in ("a1", "a2"):
+        submit_job(store, "acme", job, {"train.jsonl": rows}, default_manifest("train.jsonl"))
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenant_jobs", ["acme__a1", "acme__a2"])
+        hits = []
+        for job in ("a1", "a2"):
+            result = materialize([raw_dataset, validated_dataset, tokenized_dataset], partition_key=f"acme__{job}",
+                                 resources=local_resources, instance=instance)
+            hits.append(result.asset_materializations_for_node("tokenized_dataset")[0].metadata["cache_hit"].value)
+    assert hits == [False, True]

@@ -1,0 +1,68 @@
+import json
+
+import polars as pl
+import pytest
+import torch
+
+from ftpipe import synthetic
+from ftpipe.data.tokenize import tokenize_frame, tokenize_messages
+from ftpipe.training.sft import run_sft
+from ftpipe.training.spec import TrainJobSpec
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model.path)
+
+
+def test_mask_covers_exactly_the_assistant_answer_and_its_end_of_turn(tokenizer):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello!"},
+                {"role": "assistant", "content": "Hello! How can I help?"}]
+    ids, mask, truncated = tokenize_messages(tokenizer, messages, max_len=512)
+    assert ids[0] == tokenizer.bos_token_id and not truncated
+    learned = [i for i, m in zip(ids, mask) if m]
+    assert tokenizer.decode(learned) == "Hello! How can I help?<|end|>"
+    assert learned[-1] == tokenizer.eos_token_id  # the model learns to stop
+
+
+def test_truncation_is_reported(tokenizer):
+    ids, mask, truncated = tokenize_messages(tokenizer, synthetic.acme_support(1)[0], max_len=8)
+    assert len(ids) == len(mask) == 8 and truncated
+
+
+def _heldout_loss(model, tokenizer, conversations) -> float:
+    losses = []
+    with torch.no_grad():
+        for conv in conversations:
+            ids, mask, _ = tokenize_messages(tokenizer, conv, 512)
+            labels = torch.tensor([[i if m else -100 for i, m in zip(ids, mask)]])
+            losses.append(model(input_ids=torch.tensor([ids]), labels=labels).loss.item())
+    return sum(losses) / len(losses)
+
+
+def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, tokenizer, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    train = synthetic.acme_support(120, seed=1)
+    frame = pl.DataFrame({"source_file": "t.jsonl", "line": list(range(1, 121)),
+                          "messages": [json.dumps(c) for c in train]})
+    tokenize_frame(tokenizer, frame, 256).write_parquet(tmp_path / "train.parquet")
+    seen = []
+    result = run_sft(TrainJobSpec(base_model_path=tiny_model.path, train_file=str(tmp_path / "train.parquet"),
+                                  output_dir=str(tmp_path / "out"), epochs=4, logging_steps=10), sink=seen.append)
+    assert result.steps == 60 and len(seen) == 6
+    assert {"loss", "learning_rate", "grad_norm", "tokens_per_second"} <= set(seen[0])
+    adapter = tmp_path / "out" / "adapter"
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert (adapter / "adapter_model.safetensors").stat().st_size > 0
+    assert config["peft_type"] == "LORA" and config["r"] == 16 and not config.get("use_dora")
+
+    heldout = synthetic.acme_support(24, seed=99)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model.path)
+    base_loss = _heldout_loss(base, tokenizer, heldout)
+    tuned = PeftModel.from_pretrained(base, str(adapter))
+    tuned_loss = _heldout_loss(tuned, tokenizer, heldout)
+    assert tuned_loss < 0.8 * base_loss, (base_loss, tuned_loss)
