@@ -7,13 +7,15 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha25
 # Local state lives in the repo (git-ignored); the built base model is cached apart so a demo reset keeps it.
 export FTPIPE_HOME ?= $(CURDIR)/.ftpipe
 export DAGSTER_HOME ?= $(FTPIPE_HOME)/dagster_home
+# The instance config copied into DAGSTER_HOME: docs/deploy/dagster.postgres.yaml for Postgres storage.
+FTPIPE_DAGSTER_YAML ?= dagster.yaml
 export FTPIPE_MODEL_CACHE ?= $(CURDIR)/.cache/models
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast ui daemon bench clean
+.PHONY: install dagster-home demo test test-fast ui daemon clean
 
 install: $(STAMP)
 
@@ -27,11 +29,11 @@ $(STAMP): requirements.lock pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+dagster-home:
 	mkdir -p $(DAGSTER_HOME)
-	cp dagster.yaml $@
+	cp $(FTPIPE_DAGSTER_YAML) $(DAGSTER_HOME)/dagster.yaml
 
-demo: install $(DAGSTER_HOME)/dagster.yaml
+demo: install dagster-home
 	$(VENV)/bin/ftpipe demo
 
 test: install
@@ -40,10 +42,10 @@ test: install
 test-fast: install
 	$(PY) -m pytest -ra -m "not slow"
 
-ui: install $(DAGSTER_HOME)/dagster.yaml
+ui: install dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml
 
-daemon: install $(DAGSTER_HOME)/dagster.yaml
+daemon: install dagster-home
 	$(VENV)/bin/dagster-daemon run -w workspace.yaml
 
 clean:

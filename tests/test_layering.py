@@ -35,7 +35,11 @@ def test_definitions_load():
     assert {s.name for s in defs.sensors} == {"upload_sensor", "resume_failed_runs"}
 
 
-def test_workspace_yaml_loads_through_the_dagster_cli():
+def test_workspace_yaml_loads_through_the_dagster_cli(tmp_path):
+    import os
+    import shutil
+
+    shutil.copy(REPO_ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
     out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
-                         cwd=REPO_ROOT, capture_output=True, text=True)
+                         cwd=REPO_ROOT, capture_output=True, text=True, env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
     assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,41 @@
+import json
+import shutil
+
+import pytest
+
+from ftpipe.basemodel.registry import BaseModelNotFound, BaseModelRegistry
+from ftpipe.basemodel.tiny import TINY_MODEL_ID
+
+
+def test_tiny_model_is_registered_with_digests_and_loads_like_any_checkpoint(tiny_model):
+    from transformers import AutoConfig, AutoTokenizer
+
+    assert tiny_model.model_id == TINY_MODEL_ID and len(tiny_model.digest) == 64
+    assert tiny_model.tokenizer_digest and tiny_model.chat_template_digest
+    assert AutoConfig.from_pretrained(tiny_model.path).model_type == "llama"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model.path)
+    assert tokenizer.eos_token == "<|end|>" and "{% generation %}" in tokenizer.chat_template
+
+
+def test_local_paths_and_aliases_resolve_through_the_same_code(tiny_model, tmp_path):
+    copy = tmp_path / "my-model"
+    shutil.copytree(tiny_model.path, copy, ignore=shutil.ignore_patterns("ftpipe_digest.json"))
+    registry = BaseModelRegistry(tmp_path / "cache", aliases={"acme/base": str(copy)})
+    by_path, by_alias = registry.resolve(str(copy)), registry.resolve("acme/base")
+    assert by_path.digest == by_alias.digest == tiny_model.digest  # same files, same version
+    assert by_alias.model_id == "acme/base"
+
+
+def test_changed_weights_change_the_digest(tiny_model, tmp_path):
+    copy = tmp_path / "m"
+    shutil.copytree(tiny_model.path, copy, ignore=shutil.ignore_patterns("ftpipe_digest.json"))
+    config = json.loads((copy / "config.json").read_text())
+    config["rms_norm_eps"] = 1e-5 if config.get("rms_norm_eps") != 1e-5 else 1e-6
+    (copy / "config.json").write_text(json.dumps(config))
+    assert BaseModelRegistry(tmp_path).resolve(str(copy)).digest != tiny_model.digest
+
+
+def test_unknown_model_offline_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(BaseModelNotFound, match="base_model 'nobody/no-such-model' is not registered.*offline"):
+        BaseModelRegistry(tmp_path).resolve("nobody/no-such-model")

@@ -1,0 +1,36 @@
+import pytest
+
+from ftpipe.landing import job_file_key, manifest_key
+from ftpipe.objectstore import LocalObjectStore
+from ftpipe_cli.main import main
+
+
+@pytest.fixture
+def landing(tmp_path, monkeypatch):
+    monkeypatch.setenv("FTPIPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FTPIPE_LANDING_URL", str(tmp_path / "landing"))
+    return LocalObjectStore(tmp_path / "landing")
+
+
+def test_submit_uploads_data_then_a_default_manifest(landing, tmp_path, capsys):
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"prompt": "q", "completion": "a"}\n')
+    assert main(["submit", "--tenant", "acme", "--job", "support-v1", "--data", str(data)]) == 0
+    assert landing.read_bytes(job_file_key("acme", "support-v1", "train.jsonl")) == data.read_bytes()
+    assert b"dataset: train.jsonl" in landing.read_bytes(manifest_key("acme", "support-v1"))
+    assert "submitted acme/support-v1" in capsys.readouterr().out
+    # A second submission of the same job never overwrites the first.
+    assert main(["submit", "--tenant", "acme", "--job", "support-v1", "--data", str(data)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_submit_refuses_bad_names_and_bad_manifests_before_uploading(landing, tmp_path, capsys):
+    data = tmp_path / "train.jsonl"
+    data.write_text("{}\n")
+    assert main(["submit", "--tenant", "../acme", "--job", "j", "--data", str(data)]) == 2
+    assert "invalid tenant name" in capsys.readouterr().err
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text("base_model: m\ndataset: other.jsonl\n")
+    assert main(["submit", "--tenant", "acme", "--job", "j", "--data", str(data), "--manifest", str(manifest)]) == 2
+    assert "names ['other.jsonl'], which are not being uploaded" in capsys.readouterr().err
+    assert landing.list("tenants/") == []

@@ -1,0 +1,54 @@
+"""The run-failure sensor: the platform's failures are resumed, the tenant's are not."""
+
+import pytest
+from dagster import (
+    DagsterEventType,
+    RunRequest,
+    SkipReason,
+    build_run_status_sensor_context,
+    instance_for_test,
+)
+
+from ft_assets.definitions import build_defs
+from ftpipe import synthetic
+from ftpipe_cli.submit import default_manifest, submit_job
+from resources import TrainerLauncherResource
+from sensors.failures import failure_reason, resume_failed_runs
+
+pytestmark = pytest.mark.slow
+
+
+def _failed_run(instance, resources, tenant, job):
+    key = f"{tenant}__{job}"
+    instance.add_dynamic_partitions("tenant_jobs", [key])
+    result = build_defs(resources).resolve_job_def("finetune").execute_in_process(
+        instance=instance, partition_key=key, raise_on_error=False,
+        tags={"ftpipe/tenant": tenant, "ftpipe/job": job, "ftpipe/attempt": "1", "dagster/priority": "10"})
+    assert not result.success
+    run = instance.get_run_by_id(result.run_id)
+    event = next(iter(instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE))).dagster_event
+    return run, build_run_status_sensor_context(sensor_name=resume_failed_runs.name, dagster_instance=instance,
+                                                dagster_run=run, dagster_event=event).for_run_failure()
+
+
+def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources, tiny_model):
+    # The trainer process dies at once, as on a lost node: nothing about the tenant's data is wrong.
+    resources = {**local_resources, "trainer": TrainerLauncherResource(python_executable="/bin/false")}
+    submit_job(resources["landing"].store(), "acme", "crash-v1",
+               {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()}, default_manifest("t.jsonl"))
+    with instance_for_test() as instance:
+        run, context = _failed_run(instance, resources, "acme", "crash-v1")
+        assert failure_reason(instance, run)[0] == "platform"
+        request = resume_failed_runs(context)
+    assert isinstance(request, RunRequest)
+    assert request.partition_key == "acme__crash-v1"
+    assert request.tags["ftpipe/attempt"] == "2" and request.tags["dagster/priority"] == "10"
+
+
+def test_bad_data_is_the_tenants_failure_and_is_not_retried(local_resources):
+    submit_job(local_resources["landing"].store(), "acme", "bad-v1", {"t.jsonl": b'{"text": ""}\n'},
+               default_manifest("t.jsonl", min_examples=1))
+    with instance_for_test() as instance:
+        run, context = _failed_run(instance, local_resources, "acme", "bad-v1")
+        result = resume_failed_runs(context)
+    assert isinstance(result, SkipReason) and "failed on the tenant's input" in result.skip_message
