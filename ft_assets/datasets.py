@@ -48,7 +48,10 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource,
         raise _user_failure(store, tenant, job, str(exc)) from None
     files = {"train": manifest.dataset} | ({"eval": manifest.eval_dataset} if manifest.eval_dataset else {})
     layout = artifacts.layout()
-    with tempfile.TemporaryDirectory(dir=layout.root.parent if layout.root.parent.exists() else None) as tmp:
+    incoming = layout.job_dir(tenant, job) / "incoming"
+    incoming.mkdir(parents=True, exist_ok=True)
+    # Download beside the snapshots so the final move is a rename on one filesystem.
+    with tempfile.TemporaryDirectory(dir=incoming) as tmp:
         local = {}
         for role, name in files.items():
             if not store.exists(job_file_key(tenant, job, name)):

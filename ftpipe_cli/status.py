@@ -26,10 +26,10 @@ class JobStatus:
 
 def job_statuses(instance: DagsterInstance, registry: AdapterRegistry, tenant: str | None = None) -> list[JobStatus]:
     tags = {TENANT_TAG: tenant} if tenant else {}
-    runs = instance.get_runs(RunsFilter(tags=tags))
+    records = instance.get_run_records(RunsFilter(tags=tags))
     adapters = {a.run_id: a for a in registry.list(tenant)}
     latest: dict[tuple[str, str], JobStatus] = {}
-    for run in sorted(runs, key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp):
+    for run in [r.dagster_run for r in sorted(records, key=lambda r: r.create_timestamp)]:
         if TENANT_TAG not in run.tags:
             continue
         row = JobStatus(run.tags[TENANT_TAG], run.tags.get(JOB_TAG, "?"), run.run_id, run.status.value)

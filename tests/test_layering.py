@@ -35,6 +35,15 @@ def test_definitions_load():
     assert {s.name for s in defs.sensors} == {"upload_sensor", "resume_failed_runs"}
 
 
+def test_a_partition_launched_by_hand_gets_the_quota_and_priority_tags():
+    """A platform engineer's Launchpad run of a partition is queued under the same limits as a sensor's."""
+    from ft_assets.definitions import defs
+
+    tags = defs.resolve_job_def("finetune").partitioned_config.get_tags_for_partition_key("acme__support-v1")
+    assert {k: tags[k] for k in ("ftpipe/tenant", "ftpipe/tier", "dagster/priority")} == {
+        "ftpipe/tenant": "acme", "ftpipe/tier": "premium", "dagster/priority": "10"}
+
+
 def test_workspace_yaml_loads_through_the_dagster_cli(tmp_path):
     import os
     import shutil

@@ -91,3 +91,19 @@ def test_second_job_on_the_same_data_reuses_the_tokenized_cache(local_resources,
                                  resources=local_resources, instance=instance)
             hits.append(result.asset_materializations_for_node("tokenized_dataset")[0].metadata["cache_hit"].value)
     assert hits == [False, True]
+
+
+def test_assets_read_uploads_and_write_reports_over_s3(local_resources, s3_endpoint, s3_bucket):
+    from resources import LandingZoneResource
+
+    landing = LandingZoneResource(url=f"s3://{s3_bucket}/landing", endpoint_url=s3_endpoint, region_name="us-east-1")
+    store = landing.store()
+    submit_job(store, "acme", "s3-v1", {"train.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()},
+               default_manifest("train.jsonl"))
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenant_jobs", ["acme__s3-v1"])
+        result = materialize([raw_dataset, validated_dataset], partition_key="acme__s3-v1",
+                             resources={**local_resources, "landing": landing}, instance=instance)
+    assert result.success
+    assert result.asset_materializations_for_node("validated_dataset")[0].metadata["records"].value == 100
+    assert b"Validation passed" in store.read_bytes(results_key("acme", "s3-v1", "validation.md"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 
 @dataclass
@@ -28,7 +28,6 @@ class TrainJobSpec:
     seed: int = 42
     logging_steps: int = 5
     save_steps: int = 50
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
