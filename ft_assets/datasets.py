@@ -1,6 +1,5 @@
 """raw_dataset -> validated_dataset (pandera, blocking check) -> tokenized_dataset."""
 
-
 import tempfile
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from dagster import (
 )
 
 from ft_assets.partition import ERROR_CLASS_KEY, USER_ERROR, publish, tenant_job
+from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.data.normalize import normalize
 from ftpipe.data.read import UnsupportedFormat, read_records
 from ftpipe.data.report import validation_report_json, validation_report_markdown
@@ -137,13 +137,16 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"parquet"})
 def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, base_models: BaseModelsResource,
-                      artifacts: ArtifactStoreResource) -> Output[dict]:
+                      artifacts: ArtifactStoreResource, landing: LandingZoneResource) -> Output[dict]:
     """The train split rendered through the base model's chat template, with assistant masks; cached by content."""
     from transformers import AutoTokenizer
 
     tenant = validated_dataset["tenant"]
     manifest = validated_dataset["manifest"]
-    base = base_models.registry().resolve(manifest["base_model"])
+    try:
+        base = base_models.registry().resolve(manifest["base_model"])
+    except BaseModelNotFound as exc:
+        raise _user_failure(landing.store(), tenant, validated_dataset["job"], f"manifest.yaml: field 'base_model': {exc}") from None
     max_len = int(manifest["hyperparameters"].get("max_seq_len", 512))
     cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
                         base.chat_template_digest, max_len, "packing=False")

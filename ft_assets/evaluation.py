@@ -1,6 +1,5 @@
 """eval_report: lm-eval over the tenant's held-out split, base model vs tuned adapter."""
 
-
 import json
 from pathlib import Path
 

@@ -1,6 +1,5 @@
 """registered_adapter: a PEFT adapter directory vLLM can load, and its row in the DuckDB registry."""
 
-
 import json
 import shutil
 

@@ -1,24 +1,13 @@
 """adapter: LoRA SFT in a separate trainer process launched through Dagster Pipes."""
 
-
 import json
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from ftpipe.digests import combine
-from ftpipe.training.spec import TrainJobSpec
+from ftpipe.training.spec import resolve_spec
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import ArtifactStoreResource, TrainerLauncherResource
-
-
-def resolve_spec(tokenized: dict) -> TrainJobSpec:
-    """Platform defaults, overridden by the manifest's hyperparameters; output_dir is set by the caller."""
-    manifest = tokenized["manifest"]
-    spec = TrainJobSpec(base_model_path=tokenized["base_model"]["path"], train_file=tokenized["tokenized_file"],
-                        output_dir="", method=manifest["method"])
-    for name, value in manifest["hyperparameters"].items():
-        setattr(spec, name, value)
-    return spec
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="training", kinds={"pytorch"})
@@ -26,7 +15,9 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
             artifacts: ArtifactStoreResource) -> Output[dict]:
     """A LoRA adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata."""
     tenant, job = tokenized_dataset["tenant"], tokenized_dataset["job"]
-    spec = resolve_spec(tokenized_dataset)
+    manifest = tokenized_dataset["manifest"]
+    spec = resolve_spec(tokenized_dataset["base_model"]["path"], tokenized_dataset["tokenized_file"],
+                        manifest["method"], manifest["hyperparameters"])
     spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset["base_model"]["digest"])
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")

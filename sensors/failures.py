@@ -1,6 +1,5 @@
 """Classify failed runs and resume the ones that failed for the platform's reasons, not the tenant's."""
 
-
 from dagster import (
     DagsterEventType,
     DagsterInstance,

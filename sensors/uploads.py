@@ -7,7 +7,6 @@ manifest queues a new run. Run keys carry the version too, as a second guard ins
 
 import json
 
-
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, sensor
 
 from ft_assets.jobs import finetune_job

@@ -39,3 +39,14 @@ def test_unknown_model_offline_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BaseModelNotFound, match="base_model 'nobody/no-such-model' is not registered.*offline"):
         BaseModelRegistry(tmp_path).resolve("nobody/no-such-model")
+
+
+def test_the_build_is_deterministic(tmp_path):
+    """Two builds from the same recipe give the same files (checked on a small recipe to keep CI fast)."""
+    from ftpipe.basemodel.tiny import TinyModelRecipe
+
+    recipe = TinyModelRecipe(vocab_size=400, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                             corpus_conversations=800, pretrain_steps=5, batch_size=4)
+    a = BaseModelRegistry(tmp_path / "a", tiny_recipe=recipe).resolve(TINY_MODEL_ID)
+    b = BaseModelRegistry(tmp_path / "b", tiny_recipe=recipe).resolve(TINY_MODEL_ID)
+    assert a.digest == b.digest and a.tokenizer_digest == b.tokenizer_digest

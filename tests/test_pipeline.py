@@ -107,3 +107,15 @@ def test_assets_read_uploads_and_write_reports_over_s3(local_resources, s3_endpo
     assert result.success
     assert result.asset_materializations_for_node("validated_dataset")[0].metadata["records"].value == 100
     assert b"Validation passed" in store.read_bytes(results_key("acme", "s3-v1", "validation.md"))
+
+
+def test_unknown_base_model_is_the_tenants_error_and_costs_no_training(local_resources):
+    store = local_resources["landing"].store()
+    submit_job(store, "acme", "nobase-v1", {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()},
+               default_manifest("t.jsonl", base_model="nobody/no-such-model"))
+    with instance_for_test() as instance:
+        _, run = _run(instance, local_resources, "acme", "nobase-v1")
+        error_class, reason = failure_reason(instance, run)
+    assert error_class == "user"
+    assert reason.startswith("manifest.yaml: field 'base_model': base_model 'nobody/no-such-model' is not registered")
+    assert not (Path(local_resources["artifacts"].root) / "tenants/acme/jobs/nobase-v1/training").exists()

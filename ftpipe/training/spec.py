@@ -43,3 +43,11 @@ OVERRIDABLE = {
     "gradient_accumulation_steps": int, "max_seq_len": int, "lora_r": int, "lora_alpha": int,
     "lora_dropout": float, "seed": int,
 }
+
+
+def resolve_spec(base_model_path: str, train_file: str, method: str, overrides: dict) -> TrainJobSpec:
+    """Platform defaults, overridden by the manifest's (already validated) hyperparameters."""
+    spec = TrainJobSpec(base_model_path=base_model_path, train_file=train_file, output_dir="", method=method)
+    for name, value in overrides.items():
+        setattr(spec, name, OVERRIDABLE[name](value))
+    return spec
