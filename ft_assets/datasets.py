@@ -17,15 +17,16 @@ from dagster import (
 
 from ft_assets.partition import ERROR_CLASS_KEY, USER_ERROR, publish, tenant_job
 from ftpipe.basemodel.registry import BaseModelNotFound
-from ftpipe.data.normalize import normalize
-from ftpipe.data.read import UnsupportedFormat, read_records
-from ftpipe.data.report import validation_report_json, validation_report_markdown
-from ftpipe.data.schema import validate_examples
-from ftpipe.data.split import assign_split
+from ftpipe.data.pipeline import check_examples, load_examples
+from ftpipe.data.preflight import PREFLIGHT_WARNING_KINDS, run_preflight
+from ftpipe.data.quality import WARNING_KINDS
+from ftpipe.data.read import UnsupportedFormat
+from ftpipe.data.report import report_json, report_markdown
 from ftpipe.data.tokenize import tokenize_frame
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
 from ftpipe.manifest import ManifestError, parse_manifest
+from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import ArtifactStoreResource, BaseModelsResource, LandingZoneResource, PlatformResource
 
@@ -78,10 +79,25 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource,
     })
 
 
+def _check_results(warnings, kinds) -> list[AssetCheckResult]:
+    """One WARN check per warning kind, so that the UI shows each kind's history on its own."""
+    found = {w.kind: w for w in warnings}
+    return [
+        AssetCheckResult(
+            check_name=kind, passed=kind not in found, severity=AssetCheckSeverity.WARN,
+            description=str(found[kind]) if kind in found else None,
+            metadata={"count": found[kind].count if kind in found else 0},
+        )
+        for kind in kinds
+    ]
+
+
 @asset(
     partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"polars", "pandera"},
     check_specs=[AssetCheckSpec("schema", asset="validated_dataset", blocking=True,
-                                description="pandera model of the normalized examples; errors block training")],
+                                description="pandera model of the normalized examples; errors block training")]
+    + [AssetCheckSpec(kind, asset="validated_dataset", description=f"warning: {kind.replace('_', ' ')}")
+       for kind in WARNING_KINDS],
 )
 def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing: LandingZoneResource,
                       artifacts: ArtifactStoreResource, platform: PlatformResource):
@@ -89,40 +105,30 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
     tenant, job = raw_dataset["tenant"], raw_dataset["job"]
     manifest = raw_dataset["manifest"]
     store = landing.store()
-    frames = []
     try:
-        for role, path in raw_dataset["files"].items():
-            frame = normalize(read_records(path, display_name=Path(path).name))
-            frames.append(frame.with_columns(pl.lit(role).alias("role")))
+        examples = load_examples(raw_dataset["files"], manifest["holdout_fraction"])
     except UnsupportedFormat as exc:
         raise _user_failure(store, tenant, job, str(exc)) from None
-    examples = pl.concat(frames)
-    train = assign_split(examples.filter(pl.col("role") == "train"), manifest["holdout_fraction"])
-    evals = examples.filter(pl.col("role") == "eval").with_columns(pl.lit("holdout").alias("split"))
-    examples = pl.concat([train, evals])
+    check = check_examples(examples, manifest["min_examples"], platform.config().tier_of(tenant).max_examples)
+    outcome = check.outcome
 
-    tier = platform.config().tier_of(tenant)
-    outcome = validate_examples(examples, min_examples=manifest["min_examples"], max_examples=tier.max_examples)
-    stats = {
-        "records": examples.height,
-        "train": examples.filter(pl.col("split") == "train").height,
-        "holdout": examples.filter(pl.col("split") == "holdout").height,
-        "shapes": ",".join(sorted(s for s in examples["shape"].unique().to_list() if s)),
-    }
     out_dir = artifacts.layout().job_dir(tenant, job) / "validated"
     out_dir.mkdir(parents=True, exist_ok=True)
     out_file = out_dir / f"{raw_dataset['dataset_digest'][:16]}.parquet"
     examples.write_parquet(out_file)
 
-    report_md = validation_report_markdown(outcome, stats, f"{tenant}/{job}")
+    report_md = report_markdown(check, f"{tenant}/{job}")
     publish(store, tenant, job, "validation.md", report_md)
-    report_key = publish(store, tenant, job, "validation.json", validation_report_json(outcome, stats))
+    report_key = publish(store, tenant, job, "validation.json", report_json(check))
     for line in outcome.error_lines()[:20]:
         context.log.warning(line)
+    for warning in check.warnings:
+        context.log.warning(f"{warning.kind}: {warning}")
 
     yield Output(
-        {**raw_dataset, "examples_file": str(out_file), "stats": stats},
-        metadata={**stats, "errors": len(outcome.errors) + len(outcome.dataset_errors),
+        {**raw_dataset, "examples_file": str(out_file), "check": check},
+        metadata={**check.stats, "errors": len(outcome.errors) + len(outcome.dataset_errors),
+                  "warnings": sum(w.count for w in check.warnings),
                   "report": MetadataValue.md(report_md), "report_key": report_key},
     )
     yield AssetCheckResult(
@@ -133,21 +139,33 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
         metadata={"errors": len(outcome.errors) + len(outcome.dataset_errors),
                   "first_errors": MetadataValue.md("\n".join(f"- {e}" for e in outcome.error_lines()[:20]) or "none")},
     )
+    yield from _check_results(check.warnings, WARNING_KINDS)
 
 
-@asset(partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"parquet"})
+@asset(
+    partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"parquet"},
+    check_specs=[AssetCheckSpec("fits_max_seq_len", asset="tokenized_dataset", blocking=True,
+                                description="every example fits max_seq_len after the chat template")]
+    + [AssetCheckSpec(kind, asset="tokenized_dataset", description=f"warning: {kind.replace('_', ' ')}")
+       for kind in PREFLIGHT_WARNING_KINDS],
+)
 def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, base_models: BaseModelsResource,
-                      artifacts: ArtifactStoreResource, landing: LandingZoneResource) -> Output[dict]:
-    """The train split rendered through the base model's chat template, with assistant masks; cached by content."""
+                      artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource):
+    """The train split rendered through the base model's chat template with assistant masks, cached by content.
+
+    The same table is the pre-flight: its token counts give the statistics, errors and cost estimate.
+    """
     from transformers import AutoTokenizer
 
-    tenant = validated_dataset["tenant"]
+    tenant, job = validated_dataset["tenant"], validated_dataset["job"]
     manifest = validated_dataset["manifest"]
+    store = landing.store()
     try:
         base = base_models.registry().resolve(manifest["base_model"])
     except BaseModelNotFound as exc:
-        raise _user_failure(landing.store(), tenant, validated_dataset["job"], f"manifest.yaml: field 'base_model': {exc}") from None
-    max_len = int(manifest["hyperparameters"].get("max_seq_len", 512))
+        raise _user_failure(store, tenant, job, f"manifest.yaml: field 'base_model': {exc}") from None
+    hyperparameters = manifest["hyperparameters"]
+    max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
     cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
                         base.chat_template_digest, max_len, "packing=False")
     cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
@@ -160,14 +178,27 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         tmp = cache_file.with_suffix(".tmp")
         table.write_parquet(tmp)
         tmp.replace(cache_file)
-    table = pl.read_parquet(cache_file, columns=["n_tokens", "n_trainable", "truncated"])
-    tokens = table["n_tokens"]
-    return Output(
+    stats_table = pl.read_parquet(cache_file, columns=["source_file", "line", "n_tokens", "n_trainable", "learns_eos"])
+    config = platform.config()
+    pool = config.pools[config.default_pool]
+    preflight = run_preflight(stats_table, max_len, float(hyperparameters.get("epochs", TrainJobSpec.epochs)),
+                              base.num_parameters, config.default_pool, pool)
+
+    check = validated_dataset["check"]
+    report_md = report_markdown(check, f"{tenant}/{job}", preflight)
+    publish(store, tenant, job, "validation.md", report_md)
+    publish(store, tenant, job, "validation.json", report_json(check, preflight))
+    for error in preflight.errors[:20]:
+        context.log.warning(str(error))
+
+    yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__},
-        metadata={
-            "cache_hit": hit, "cache_key": cache_key[:24], "examples": table.height,
-            "tokens": int(tokens.sum()), "trainable_tokens": int(table["n_trainable"].sum()),
-            "tokens_p50": float(tokens.median()), "tokens_max": int(tokens.max()),
-            "truncated": int(table["truncated"].sum()), "base_model": base.short(),
-        },
+        metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
+                  "report": MetadataValue.md(report_md)},
     )
+    yield AssetCheckResult(
+        check_name="fits_max_seq_len", passed=preflight.passed, severity=AssetCheckSeverity.ERROR,
+        description=None if preflight.passed else "; ".join(str(e) for e in preflight.errors[:5]),
+        metadata={"too_long": len(preflight.errors)},
+    )
+    yield from _check_results(preflight.warnings, PREFLIGHT_WARNING_KINDS)

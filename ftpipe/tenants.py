@@ -15,6 +15,18 @@ class TierConfig(BaseModel):
     max_concurrent_runs: int = 1
 
 
+class PoolConfig(BaseModel):
+    """A GPU pool: what one slot is, how many there are, and what it delivers and costs."""
+
+    model_config = ConfigDict(extra="forbid")
+    gpu: str
+    gpus_per_slot: int = 1
+    slots: int = 1
+    peak_tflops: float = Field(description="Peak dense FLOP/s of one GPU at the training precision, in TFLOP/s")
+    mfu: float = Field(default=0.35, gt=0, le=1, description="Model FLOPs utilization reached in practice")
+    price_per_gpu_hour: float = 0.0
+
+
 class TenantConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tier: str
@@ -25,11 +37,14 @@ class TenantConfig(BaseModel):
 class PlatformConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default_pool: str = "h100x1"
+    pools: dict[str, PoolConfig]
     tiers: dict[str, TierConfig]
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _tiers_exist(self) -> "PlatformConfig":
+        if self.default_pool not in self.pools:
+            raise ValueError(f"default_pool '{self.default_pool}' is not among the pools {sorted(self.pools)}")
         for name, tenant in self.tenants.items():
             if tenant.tier not in self.tiers:
                 raise ValueError(f"tenant '{name}' has unknown tier '{tenant.tier}' (tiers: {sorted(self.tiers)})")

@@ -23,6 +23,28 @@ def cmd_submit(args) -> int:
     return 0
 
 
+def cmd_validate(args) -> int:
+    from ftpipe.data.pipeline import validate_files
+    from ftpipe.data.report import report_json, report_markdown
+    from ftpipe.training.spec import TrainJobSpec
+
+    res = _resources()
+    config = res["platform"].config()
+    pool_name = args.pool or config.default_pool
+    if pool_name not in config.pools:
+        raise ValueError(f"unknown pool '{pool_name}' (pools: {', '.join(sorted(config.pools))})")
+    base = res["base_models"].registry().resolve(args.base_model)
+    files = {"train": args.file} | ({"eval": args.eval_data} if args.eval_data else {})
+    result = validate_files(files, base.path, base.num_parameters, max_len=args.max_seq_len or TrainJobSpec.max_seq_len,
+                            epochs=args.epochs or TrainJobSpec.epochs, pool_name=pool_name, pool=config.pools[pool_name],
+                            min_examples=args.min_examples)
+    if args.json:
+        print(report_json(result.check, result.preflight))
+    else:
+        print(report_markdown(result.check, Path(args.file).name, result.preflight))
+    return 0 if result.passed else 1
+
+
 def cmd_status(args) -> int:
     from dagster import DagsterInstance
 
@@ -62,6 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-data", help="optional evaluation file")
     p.add_argument("--manifest", help="manifest.yaml; a default one naming --data is written if omitted")
     p.set_defaults(func=cmd_submit)
+    p = sub.add_parser("validate", help="validate a dataset locally, exactly as the platform will, before uploading")
+    p.add_argument("file")
+    p.add_argument("--eval-data", help="optional evaluation file")
+    p.add_argument("--base-model", default="ftpipe/tiny-llama")
+    p.add_argument("--max-seq-len", type=int)
+    p.add_argument("--epochs", type=float)
+    p.add_argument("--min-examples", type=int, default=100)
+    p.add_argument("--pool", help="pool for the cost estimate (default: the platform's default pool)")
+    p.add_argument("--json", action="store_true", help="print the JSON report instead of markdown")
+    p.set_defaults(func=cmd_validate)
     p = sub.add_parser("status", help="list jobs and their state")
     p.add_argument("--tenant")
     p.set_defaults(func=cmd_status)
@@ -71,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as exc:
+    except (ValueError, LookupError, OSError) as exc:
         print(f"ftpipe: error: {exc}", file=sys.stderr)
         return 2
 

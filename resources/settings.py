@@ -4,7 +4,7 @@
     FTPIPE_LANDING_URL   landing zone: a folder or s3://bucket/prefix (default: $FTPIPE_HOME/landing)
     FTPIPE_S3_ENDPOINT_URL, AWS_REGION   S3-compatible endpoint and region (credentials: the usual AWS variables)
     FTPIPE_ARTIFACTS     platform storage for snapshots, caches, checkpoints, adapters (default: $FTPIPE_HOME/artifacts)
-    FTPIPE_MODEL_CACHE   built-in base models (default: $FTPIPE_HOME/models)
+    FTPIPE_MODEL_CACHE   built-in base models (default: <repo>/.cache/models, kept apart from per-demo state)
     FTPIPE_CATALOG       DuckDB catalog file (default: $FTPIPE_HOME/catalog.duckdb)
     FTPIPE_TENANTS       platform tenant configuration (default: <repo>/tenants.yaml)
 """
@@ -38,7 +38,7 @@ def resources_from_env() -> dict:
             region_name=env("AWS_REGION", env("AWS_DEFAULT_REGION")),
         ),
         "artifacts": ArtifactStoreResource(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
-        "base_models": BaseModelsResource(cache_dir=env("FTPIPE_MODEL_CACHE", str(home / "models"))),
+        "base_models": BaseModelsResource(cache_dir=env("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))),
         "catalog": CatalogResource(path=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
         "platform": PlatformResource(tenants_file=env("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))),
         "trainer": TrainerLauncherResource(),

@@ -1,6 +1,7 @@
 """Classify failed runs and resume the ones that failed for the platform's reasons, not the tenant's."""
 
 from dagster import (
+    AssetCheckSeverity,
     DagsterEventType,
     DagsterInstance,
     DagsterRun,
@@ -24,7 +25,8 @@ def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str
         event = record.dagster_event
         if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
             evaluation = event.event_specific_data
-            if not evaluation.passed:
+            # Only a failed ERROR check stops a run; WARN checks (data-quality warnings) never do.
+            if not evaluation.passed and evaluation.severity == AssetCheckSeverity.ERROR:
                 return USER_ERROR, f"check {evaluation.check_name} failed: {evaluation.description or ''}".strip()
         else:
             data = event.step_failure_data

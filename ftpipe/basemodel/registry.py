@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,16 +31,31 @@ class ResolvedBaseModel:
     digest: str
     tokenizer_digest: str
     chat_template_digest: str
+    num_parameters: int
 
     def short(self) -> str:
         return f"{self.model_id}@{self.digest[:12]}"
 
 
-def _local_digests(path: Path) -> dict[str, str]:
+def count_parameters(path: Path) -> int:
+    """Parameters in a model's safetensors files, read from their headers without loading any weight."""
+    total = 0
+    for shard in sorted(path.glob("*.safetensors")):
+        with open(shard, "rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        for name, info in header.items():
+            if name != "__metadata__":
+                total += math.prod(info["shape"])
+    return total
+
+
+def _local_digests(path: Path) -> dict:
     """Digests of a saved model directory, cached beside it (model files are immutable once written)."""
     cached = path / _DIGEST_FILE
     if cached.exists():
-        return json.loads(cached.read_text())
+        digests = json.loads(cached.read_text())
+        if "num_parameters" in digests:
+            return digests
     names = [p.name for p in path.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES and p.name != _DIGEST_FILE]
     tok_file = path / "tokenizer.json"
     template_file = path / "chat_template.jinja"
@@ -50,6 +66,7 @@ def _local_digests(path: Path) -> dict[str, str]:
         "digest": tree_sha256(path, names),
         "tokenizer_digest": file_sha256(tok_file) if tok_file.exists() else "",
         "chat_template_digest": text_sha256(template) if template else "",
+        "num_parameters": count_parameters(path),
     }
     try:
         cached.write_text(json.dumps(digests))

@@ -37,7 +37,15 @@ def read_records(path: str | Path, display_name: str | None = None) -> Iterator[
         raise UnsupportedFormat(f"{name}: unsupported file type '{suffix}' (use one of {', '.join(SUPPORTED_SUFFIXES)})")
 
 
+def guess_encoding(path: Path) -> str:
+    from charset_normalizer import from_path
+
+    best = from_path(path).best()
+    return best.encoding if best is not None else "an unknown encoding"
+
+
 def _read_jsonl(path: Path, name: str) -> Iterator[RawRecord]:
+    encoding = None  # guessed once, at the first line that is not UTF-8
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
             if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -47,7 +55,9 @@ def _read_jsonl(path: Path, name: str) -> Iterator[RawRecord]:
             try:
                 text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
-                yield RawRecord(name, line_no, None, f"bytes are not valid UTF-8 at column {exc.start + 1}")
+                encoding = encoding or guess_encoding(path)
+                yield RawRecord(name, line_no, None, f"not UTF-8 at column {exc.start + 1}: the file looks like "
+                                f"{encoding}; re-save it as UTF-8")
                 continue
             try:
                 value = json.loads(text)
@@ -64,13 +74,24 @@ def _read_table(path: Path, name: str, csv: bool) -> Iterator[RawRecord]:
     import polars as pl
 
     frame = pl.read_csv(path, infer_schema=False) if csv else pl.read_parquet(path)
-    first_data_line = 2 if csv else 1  # a CSV's line 1 is its header
-    for i, row in enumerate(frame.iter_rows(named=True)):
+    lines = _csv_start_lines(frame) if csv else list(range(1, frame.height + 1))
+    for line, row in zip(lines, frame.iter_rows(named=True)):
         data = {k: v for k, v in row.items() if v is not None}
         if "messages" in data and isinstance(data["messages"], str):
             try:
                 data["messages"] = json.loads(data["messages"])
             except json.JSONDecodeError as exc:
-                yield RawRecord(name, i + first_data_line, None, f"field 'messages': invalid JSON: {exc.msg}")
+                yield RawRecord(name, line, None, f"field 'messages': invalid JSON: {exc.msg}")
                 continue
-        yield RawRecord(name, i + first_data_line, data)
+        yield RawRecord(name, line, data)
+
+
+def _csv_start_lines(frame) -> list[int]:
+    """The physical line each CSV record starts on: quoted fields may hold newlines (line 1 is the header)."""
+    import polars as pl
+
+    if frame.width == 0 or frame.height == 0:
+        return []
+    newlines = pl.sum_horizontal(pl.col(c).fill_null("").str.count_matches("\n") for c in frame.columns)
+    spans = frame.select((newlines + 1).alias("span"))["span"]
+    return (spans.cum_sum() - spans + 2).to_list()

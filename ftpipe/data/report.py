@@ -3,32 +3,55 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
-from ftpipe.data.schema import ValidationOutcome
+from ftpipe.data.pipeline import ExamplesCheck
+from ftpipe.data.preflight import Preflight
 
-MAX_LISTED_ERRORS = 50
+MAX_LISTED = 50
 
 
-def validation_report_json(outcome: ValidationOutcome, stats: dict) -> str:
+def report_json(check: ExamplesCheck, preflight: Preflight | None = None) -> str:
+    errors = check.outcome.errors + (preflight.errors if preflight else [])
+    warnings = check.warnings + (preflight.warnings if preflight else [])
     return json.dumps({
-        "passed": outcome.passed,
-        "n_examples": outcome.n_examples,
-        "dataset_errors": outcome.dataset_errors,
-        "errors": [e.__dict__ for e in outcome.errors],
-        "stats": stats,
+        "passed": check.outcome.passed and (preflight is None or preflight.passed),
+        "stage": "preflight" if preflight else "structure",
+        "n_records": check.outcome.n_examples,
+        "dataset_errors": check.outcome.dataset_errors,
+        "errors": [asdict(e) for e in errors],
+        "warnings": [asdict(w) for w in warnings],
+        "stats": check.stats,
+        "preflight": preflight.stats if preflight else None,
     }, indent=2)
 
 
-def validation_report_markdown(outcome: ValidationOutcome, stats: dict, title: str) -> str:
-    verdict = "passed" if outcome.passed else f"**failed** with {len(outcome.errors) + len(outcome.dataset_errors)} error(s)"
-    lines = [f"# Validation of {title}", "", f"Validation {verdict}; {outcome.n_examples} records read.", ""]
-    if stats:
-        lines += ["| statistic | value |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in stats.items()] + [""]
-    if outcome.dataset_errors:
-        lines += ["## Dataset errors", ""] + [f"- {e}" for e in outcome.dataset_errors] + [""]
-    if outcome.errors:
+def _table(rows: dict) -> list[str]:
+    return ["| statistic | value |", "|---|---:|"] + [f"| {k} | {v} |" for k, v in rows.items()] + [""]
+
+
+def report_markdown(check: ExamplesCheck, title: str, preflight: Preflight | None = None) -> str:
+    errors = check.outcome.errors + (preflight.errors if preflight else [])
+    warnings = check.warnings + (preflight.warnings if preflight else [])
+    n_errors = len(errors) + len(check.outcome.dataset_errors)
+    verdict = "passed" if not n_errors else f"**failed** with {n_errors} error(s)"
+    stage = "structure and pre-flight" if preflight else "structure (the pre-flight runs once this passes)"
+    lines = [f"# Validation of {title}", "", f"Validation {verdict}; {check.outcome.n_examples} records read; "
+             f"checked: {stage}.", ""]
+    lines += _table(check.stats)
+    if preflight:
+        lines += ["## Pre-flight (rendered through the base model's chat template)", ""] + _table(preflight.stats)
+    if check.outcome.dataset_errors:
+        lines += ["## Dataset errors", ""] + [f"- {e}" for e in check.outcome.dataset_errors] + [""]
+    if errors:
         lines += ["## Row errors", "", "| file | line | field | problem |", "|---|---:|---|---|"]
-        lines += [f"| {e.source_file} | {e.line} | {e.field} | {e.message} |" for e in outcome.errors[:MAX_LISTED_ERRORS]]
-        if len(outcome.errors) > MAX_LISTED_ERRORS:
-            lines.append(f"\n... and {len(outcome.errors) - MAX_LISTED_ERRORS} more (see validation.json)")
+        lines += [f"| {e.source_file} | {e.line} | {e.field} | {e.message} |" for e in errors[:MAX_LISTED]]
+        if len(errors) > MAX_LISTED:
+            lines.append(f"\n... and {len(errors) - MAX_LISTED} more (see validation.json)")
+        lines.append("")
+    if warnings:
+        lines += ["## Warnings", ""] + [f"- **{w.kind}**: {w}" for w in warnings]
+        samples = [s for w in warnings for s in w.samples]
+        if samples:
+            lines += ["", "Masked samples:", ""] + [f"- {s}" for s in samples[:MAX_LISTED]]
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from pandera.errors import SchemaErrors
 _MESSAGES = {
     ("problem", "no_problem"): ("record", "{value}"),
     ("shape", "not_nullable"): ("record", "shape not recognized"),
+    ("shape", "same_shape_in_file"): ("record", "shape '{value}' differs from the file's first example ({first_shape}); one shape per file"),
     ("unknown_keys", "no_unknown_keys"): ("record", "unknown keys: {value}"),
     ("n_assistant", "greater_than_or_equal_to(1)"): ("messages", "no assistant turn"),
     ("n_empty", "equal_to(0)"): ("messages", "{value} message(s) with empty content"),
@@ -35,6 +36,12 @@ class NormalizedExamples(pa.DataFrameModel):
     n_empty: int = pa.Field(eq=0)
     n_bad_role: int = pa.Field(eq=0)
     roles_in_order: bool
+
+    @pa.check("shape", name="same_shape_in_file")
+    def _same_shape(cls, data: PolarsData) -> pl.LazyFrame:
+        """A file that mixes shapes is refused: half of it would be read with the wrong meaning."""
+        first = pl.col(data.key).drop_nulls().first().over("source_file")
+        return data.lazyframe.select(pl.col(data.key).is_null() | (pl.col(data.key) == first))
 
     @pa.check("problem", name="no_problem")
     def _no_problem(cls, data: PolarsData) -> pl.LazyFrame:
@@ -102,9 +109,12 @@ def _row_errors(frame: pl.DataFrame, failure_cases: pl.DataFrame) -> list[RowErr
     order = {key: i for i, key in enumerate(_MESSAGES)}
     cases = failure_cases.filter(pl.col("index").is_not_null()).to_dicts()
     cases.sort(key=lambda c: (c["index"], order.get((c["column"], c["check"]), len(order))))
+    first_shape = {f: s for f, s in frame.filter(pl.col("shape").is_not_null())
+                   .group_by("source_file", maintain_order=True).agg(pl.col("shape").first()).iter_rows()}
     for case in cases:
         row = frame.row(case["index"], named=True)
         field_name, template = _MESSAGES.get((case["column"], case["check"]), (case["column"], f"failed {case['check']}"))
         errors.append(RowError(row["source_file"], row["line"], field_name,
-                               template.format(value=row.get(case["column"]))))
+                               template.format(value=row.get(case["column"]),
+                                               first_shape=first_shape.get(row["source_file"]))))
     return errors

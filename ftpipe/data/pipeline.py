@@ -1,0 +1,82 @@
+"""The whole validation, as plain functions: used by the Dagster assets and by ``ftpipe validate`` alike.
+
+    load_examples      read every file, normalize to chat messages, split train/holdout
+    check_examples     the pandera model (errors) and the data-quality checks (warnings)
+    tokenize + run_preflight (ftpipe.data.tokenize / ftpipe.data.preflight) on the train split
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ftpipe.data.normalize import normalize
+from ftpipe.data.preflight import Preflight
+from ftpipe.data.quality import DataWarning, data_warnings
+from ftpipe.data.read import read_records
+from ftpipe.data.schema import ValidationOutcome, validate_examples
+from ftpipe.data.split import assign_split
+
+
+@dataclass
+class ExamplesCheck:
+    outcome: ValidationOutcome
+    warnings: list[DataWarning] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+
+def load_examples(files: dict[str, str | Path], holdout_fraction: float) -> pl.DataFrame:
+    """``files`` maps a role (``train``, ``eval``) to a path; an eval file is held out as a whole."""
+    frames = []
+    for role, path in files.items():
+        frame = normalize(read_records(path, display_name=Path(path).name)).with_columns(pl.lit(role).alias("role"))
+        if role == "train":
+            frame = assign_split(frame, holdout_fraction)
+        else:
+            frame = frame.with_columns(pl.lit("holdout").alias("split"))
+        frames.append(frame)
+    return pl.concat(frames)
+
+
+def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int | None) -> ExamplesCheck:
+    train_rows = examples.filter(pl.col("role") == "train")
+    outcome = validate_examples(examples, min_examples=min_examples, max_examples=max_examples)
+    stats = {
+        "records": examples.height,
+        "train": examples.filter(pl.col("split") == "train").height,
+        "holdout": examples.filter(pl.col("split") == "holdout").height,
+        "shapes": ",".join(sorted(s for s in train_rows["shape"].unique().to_list() if s)),
+    }
+    return ExamplesCheck(outcome, data_warnings(examples), stats)
+
+
+@dataclass
+class LocalValidation:
+    check: ExamplesCheck
+    preflight: Preflight | None
+    """None when structural errors stopped the validation before tokenization."""
+
+    @property
+    def passed(self) -> bool:
+        return self.check.outcome.passed and self.preflight is not None and self.preflight.passed
+
+
+def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parameters: int, *, max_len: int,
+                   epochs: float, pool_name: str, pool, min_examples: int, max_examples: int | None = None,
+                   holdout_fraction: float = 0.1) -> LocalValidation:
+    """Everything the platform checks before training, in the same order: structure first, then the
+    pre-flight through the base model's template (only when the structure is valid)."""
+    from transformers import AutoTokenizer
+
+    from ftpipe.data.preflight import run_preflight
+    from ftpipe.data.tokenize import tokenize_frame
+
+    examples = load_examples(files, holdout_fraction)
+    check = check_examples(examples, min_examples, max_examples)
+    if not check.outcome.passed:
+        return LocalValidation(check, None)
+    tokenized = tokenize_frame(AutoTokenizer.from_pretrained(tokenizer_path),
+                               examples.filter(pl.col("split") == "train"), max_len)
+    return LocalValidation(check, run_preflight(tokenized, max_len, epochs, num_parameters, pool_name, pool))

@@ -1,0 +1,28 @@
+"""Before any GPU time: how long a job will take on a pool, and what it will cost.
+
+Training costs about 6 FLOPs per parameter per token (forward and backward; adapters still back-propagate
+through the frozen base). Divided by what a pool delivers (peak FLOP/s × the utilization it reaches), that
+gives GPU-seconds; a pool's price per GPU-hour gives the cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FLOPS_PER_PARAM_TOKEN = 6.0
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    pool: str
+    gpu_hours: float
+    cost: float
+    wall_hours: float
+
+
+def estimate_cost(num_parameters: int, train_tokens: int, pool_name: str, peak_tflops: float, mfu: float,
+                  gpus: int, price_per_gpu_hour: float) -> CostEstimate:
+    flops = FLOPS_PER_PARAM_TOKEN * num_parameters * train_tokens
+    wall_seconds = flops / (gpus * peak_tflops * 1e12 * mfu)
+    gpu_hours = wall_seconds * gpus / 3600
+    return CostEstimate(pool_name, gpu_hours, gpu_hours * price_per_gpu_hour, wall_seconds / 3600)
