@@ -119,3 +119,25 @@ def test_unknown_base_model_is_the_tenants_error_and_costs_no_training(local_res
     assert error_class == "user"
     assert reason.startswith("manifest.yaml: field 'base_model': base_model 'nobody/no-such-model' is not registered")
     assert not (Path(local_resources["artifacts"].root) / "tenants/acme/jobs/nobase-v1/training").exists()
+
+
+def test_preflight_blocks_examples_too_long_for_the_template_and_warnings_do_not(local_resources):
+    store = local_resources["landing"].store()
+    rows = synthetic.acme_support(100)
+    rows.append(rows[0])  # a duplicate: a warning only
+    rows[10] = [{"role": "user", "content": "Please help. " * 40}, {"role": "assistant", "content": "Sure."}]
+    submit_job(store, "acme", "long-v1", {"t.jsonl": synthetic.to_jsonl(rows).encode()},
+               default_manifest("t.jsonl", hyperparameters={"max_seq_len": 64}))
+    with instance_for_test() as instance:
+        result, run = _run(instance, local_resources, "acme", "long-v1")
+        checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
+                  for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+        error_class, reason = failure_reason(instance, run)
+    assert checks["schema"].passed and not checks["exact_duplicates"].passed  # the warning did not block
+    assert not checks["fits_max_seq_len"].passed
+    assert error_class == "user" and reason.startswith("check fits_max_seq_len failed: t.jsonl line 11, messages: ")
+    assert "tokens after the chat template; max_seq_len is 64" in reason
+    assert not (Path(local_resources["artifacts"].root) / "tenants/acme/jobs/long-v1/training").exists()
+    report = json.loads(store.read_bytes(results_key("acme", "long-v1", "validation.json")))
+    assert report["stage"] == "preflight" and report["preflight"]["too_long"] == 1
+    assert {w["kind"] for w in report["warnings"]} >= {"exact_duplicates"}
