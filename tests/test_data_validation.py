@@ -67,7 +67,8 @@ def test_csv_and_parquet_report_their_own_line_numbers(tmp_path):
 
 def test_split_is_deterministic_and_keeps_duplicates_together(tmp_path):
     path = tmp_path / "t.jsonl"
-    rows = synthetic.acme_support(300)
+    rows = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+            for i in range(300)]
     path.write_text(synthetic.to_jsonl(rows + rows[:50]))
     frame = normalize(read_records(path))
     a, b = assign_split(frame, 0.2), assign_split(frame.reverse(), 0.2).reverse()

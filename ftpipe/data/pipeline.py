@@ -15,7 +15,8 @@ import polars as pl
 from ftpipe.data.normalize import normalize
 from ftpipe.data.preflight import Preflight
 from ftpipe.data.quality import DataWarning, data_warnings
-from ftpipe.data.read import read_records
+from ftpipe.data.fast_normalize import normalize_lines_fast
+from ftpipe.data.read import CHUNK_BYTES, iter_line_chunks, read_records, records_from_chunk
 from ftpipe.data.schema import ValidationOutcome, validate_examples
 from ftpipe.data.split import assign_split
 
@@ -27,11 +28,31 @@ class ExamplesCheck:
     stats: dict = field(default_factory=dict)
 
 
+def normalize_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> pl.DataFrame:
+    """Read and normalize one file: JSONL chunk by chunk, vectorized where a chunk is clean."""
+    path = Path(path)
+    if path.suffix.lower() not in (".jsonl", ".json"):
+        return normalize(read_records(path, display_name=path.name))
+    frames = []
+    for first_line, chunk in iter_line_chunks(path, chunk_bytes):
+        fast = None
+        try:
+            lines = chunk.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            lines = None
+        if lines is not None:
+            if lines and lines[-1] == "":
+                lines.pop()
+            fast = normalize_lines_fast(pl.Series(lines, dtype=pl.String), first_line, path.name)
+        frames.append(fast if fast is not None else normalize(records_from_chunk(chunk, first_line, path.name, path)))
+    return pl.concat(frames) if frames else normalize([])
+
+
 def load_examples(files: dict[str, str | Path], holdout_fraction: float) -> pl.DataFrame:
     """``files`` maps a role (``train``, ``eval``) to a path; an eval file is held out as a whole."""
     frames = []
     for role, path in files.items():
-        frame = normalize(read_records(path, display_name=Path(path).name)).with_columns(pl.lit(role).alias("role"))
+        frame = normalize_file(path).with_columns(pl.lit(role).alias("role"))
         if role == "train":
             frame = assign_split(frame, holdout_fraction)
         else:

@@ -6,6 +6,7 @@ count and the file/line locations, so that the report can point at the exact row
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -84,10 +85,13 @@ def near_duplicates(frame: pl.DataFrame, threshold: float = 0.8, num_perm: int =
 
 
 def pii(frame: pl.DataFrame) -> DataWarning | None:
-    # One vectorized pass finds the candidate rows; only those go through the checksums in Python.
-    candidates = frame.filter(pl.col("text").str.contains(PII_PREFILTER))
+    # One vectorized pass over the serialized messages finds the candidate rows (a JSON string is the text
+    # with quotes and control characters escaped, which no pattern needs); only those are decoded and go
+    # through the exact patterns and checksums in Python.
+    candidates = frame.filter(pl.col("messages").str.contains(PII_PREFILTER))
     locations, samples, total = [], [], 0
-    for text, source_file, line in candidates.select("text", "source_file", "line").iter_rows():
+    for messages, source_file, line in candidates.select("messages", "source_file", "line").iter_rows():
+        text = "\n".join(m.get("content") or "" for m in json.loads(messages))
         found = find_pii(text)
         if found:
             total += len(found)

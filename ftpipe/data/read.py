@@ -44,30 +44,61 @@ def guess_encoding(path: Path) -> str:
     return best.encoding if best is not None else "an unknown encoding"
 
 
-def _read_jsonl(path: Path, name: str) -> Iterator[RawRecord]:
-    encoding = None  # guessed once, at the first line that is not UTF-8
+CHUNK_BYTES = 32 << 20
+
+
+def iter_line_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Whole lines in chunks of about ``chunk_bytes``, each with the 1-based number of its first line.
+
+    Memory stays bounded by the chunk size whatever the file's size; a UTF-8 BOM at the start is dropped.
+    """
     with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            if not raw.strip():
+        line_no, rest, first = 1, b"", True
+        while True:
+            block = f.read(chunk_bytes)
+            if first:
+                block, first = block.removeprefix(b"\xef\xbb\xbf"), False
+            if not block:
+                if rest:
+                    yield line_no, rest
+                return
+            data = rest + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
                 continue
-            try:
-                text = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                encoding = encoding or guess_encoding(path)
-                yield RawRecord(name, line_no, None, f"not UTF-8 at column {exc.start + 1}: the file looks like "
-                                f"{encoding}; re-save it as UTF-8")
-                continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield RawRecord(name, line_no, None, f"invalid JSON: {exc.msg} at column {exc.colno}")
-                continue
-            if not isinstance(value, dict):
-                yield RawRecord(name, line_no, None, f"expected a JSON object, got {type(value).__name__}")
-                continue
-            yield RawRecord(name, line_no, value)
+            chunk, rest = data[: cut + 1], data[cut + 1:]
+            yield line_no, chunk
+            line_no += chunk.count(b"\n")
+
+
+def records_from_chunk(chunk: bytes, first_line: int, name: str, path: Path) -> Iterator[RawRecord]:
+    """The exact path: every line on its own, so that each problem is named with its line."""
+    encoding = None  # guessed once, at the first line that is not UTF-8
+    for line_no, raw in enumerate(chunk.split(b"\n"), start=first_line):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as exc:
+            encoding = encoding or guess_encoding(path)
+            yield RawRecord(name, line_no, None, f"not UTF-8 at column {exc.start + 1}: the file looks like "
+                            f"{encoding}; re-save it as UTF-8")
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield RawRecord(name, line_no, None, f"invalid JSON: {exc.msg} at column {exc.colno}")
+            continue
+        if not isinstance(value, dict):
+            yield RawRecord(name, line_no, None, f"expected a JSON object, got {type(value).__name__}")
+            continue
+        yield RawRecord(name, line_no, value)
+
+
+def _read_jsonl(path: Path, name: str) -> Iterator[RawRecord]:
+    for first_line, chunk in iter_line_chunks(path):
+        yield from records_from_chunk(chunk, first_line, name, path)
 
 
 def _read_table(path: Path, name: str, csv: bool) -> Iterator[RawRecord]:

@@ -1,0 +1,153 @@
+"""Structural validation speed: ftpipe vs a plain-Python line loop vs a bare polars read, in one run.
+
+    .venv/bin/python bench/validate.py [--rows 1000000]
+
+It writes a JSONL file of chat rows (~260 characters, a few with PII, a few duplicates), then times, each in
+its own process so that peak RSS is per variant:
+
+- ``plain_loop``: the usual line-by-line checker (the style of the OpenAI cookbook's format checker):
+  json.loads, keys, roles, empty content, an assistant turn, duplicates by a set, PII by regex + checksums;
+- ``bare_polars``: ``polars.read_ndjson`` of the same file, the floor for any polars pipeline;
+- ``ftpipe``: ``normalize_file`` (vectorized chunks) + the pandera model + exact duplicates + PII.
+
+Goals (issue #3): at least 3x the plain loop, within 1.5x of the bare read. Results go to bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+ROLES = {"system", "user", "assistant", "tool"}
+
+
+def write_rows(path: Path, n: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    topics = ["billing", "shipping", "returns", "accounts", "security", "warranty", "orders", "refunds"]
+    with open(path, "w") as f:
+        for i in range(n):
+            topic = rng.choice(topics)
+            q = f"Ticket {i}: I have a question about {topic} for order {rng.randrange(10**6)} placed last week."
+            if i % 1000 == 7:
+                q += " Reach me at jane.doe@example.com."
+            a = (f"Thanks for asking about {topic}. Your case {rng.randrange(10**6)} is open and an agent will "
+                 f"reply within {rng.randrange(1, 48)} hours.")
+            row = {"messages": [{"role": "system", "content": "You are a support agent."},
+                                {"role": "user", "content": q}, {"role": "assistant", "content": a}]}
+            line = json.dumps(row)
+            f.write(line + "\n")
+            if i % 5000 == 11:
+                f.write(line + "\n")  # a duplicate
+
+
+def plain_loop(path: Path) -> dict:
+    from ftpipe.data.pii import PREFILTER, find_pii
+    import re
+
+    prefilter = re.compile(PREFILTER)
+    seen, errors, duplicates, pii = set(), 0, 0, 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                errors += 1
+                continue
+            messages = row.get("messages") if isinstance(row, dict) else None
+            if not isinstance(messages, list) or set(row) - {"messages", "id", "metadata"}:
+                errors += 1
+                continue
+            ok = any(m.get("role") == "assistant" for m in messages)
+            for m in messages:
+                if m.get("role") not in ROLES or not isinstance(m.get("content"), str) or not m["content"].strip():
+                    ok = False
+            errors += not ok
+            key = hash(line)
+            duplicates += key in seen
+            seen.add(key)
+            text = "\n".join(m.get("content") or "" for m in messages)
+            if prefilter.search(text):
+                pii += len(find_pii(text))
+    return {"errors": errors, "duplicates": duplicates, "pii": pii}
+
+
+def bare_polars(path: Path) -> dict:
+    import polars as pl
+
+    return {"rows": pl.read_ndjson(path).height}
+
+
+def ftpipe_validation(path: Path) -> dict:
+    import polars as pl
+
+    from ftpipe.data.pipeline import normalize_file
+    from ftpipe.data.quality import exact_duplicates, pii
+    from ftpipe.data.schema import validate_examples
+
+    frame = normalize_file(path).with_columns(pl.lit("train").alias("role"))
+    outcome = validate_examples(frame)
+    valid = frame.filter(pl.col("problem").is_null())
+    dups, found = exact_duplicates(valid), pii(valid)
+    return {"errors": len(outcome.errors), "duplicates": dups.count if dups else 0, "pii": found.count if found else 0}
+
+
+VARIANTS = {"plain_loop": plain_loop, "bare_polars": bare_polars, "ftpipe": ftpipe_validation}
+
+
+def run_variant(name: str, path: Path) -> dict:
+    VARIANTS[name](Path(path).with_suffix(".warmup.jsonl"))  # imports and first-use costs, untimed
+    start = time.perf_counter()
+    result = VARIANTS[name](path)
+    seconds = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"variant": name, "seconds": seconds, "peak_rss_mb": round(peak_mb), **result}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
+    parser.add_argument("--file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.variant:  # child process
+        print(json.dumps(run_variant(args.variant, Path(args.file))))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "chat.jsonl"
+        write_rows(path, args.rows)
+        write_rows(path.with_suffix(".warmup.jsonl"), 2000, seed=1)
+        lines = sum(1 for _ in open(path))
+        results = {}
+        for name in VARIANTS:
+            out = subprocess.run([sys.executable, __file__, "--variant", name, "--file", str(path)],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            r["rows_per_second"] = round(lines / r["seconds"])
+            results[name] = r
+            print(f"{name:12s} {r['seconds']:7.2f} s  {r['rows_per_second']:>9,} rows/s  peak RSS {r['peak_rss_mb']:,} MB",
+                  flush=True)
+    summary = {
+        "rows": lines,
+        "variants": results,
+        "ftpipe_vs_plain_loop": round(results["plain_loop"]["seconds"] / results["ftpipe"]["seconds"], 2),
+        "ftpipe_vs_bare_polars": round(results["ftpipe"]["seconds"] / results["bare_polars"]["seconds"], 2),
+        "same_findings": all(results["ftpipe"][k] == results["plain_loop"][k] for k in ("errors", "duplicates", "pii")),
+    }
+    print(json.dumps({k: v for k, v in summary.items() if k != "variants"}, indent=2))
+    out_dir = REPO_ROOT / "bench" / "results"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / "validate.json").write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
