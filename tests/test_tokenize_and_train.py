@@ -66,3 +66,15 @@ def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, token
     tuned = PeftModel.from_pretrained(base, str(adapter))
     tuned_loss = _heldout_loss(tuned, tokenizer, heldout)
     assert tuned_loss < 0.8 * base_loss, (base_loss, tuned_loss)
+
+
+def test_batched_tokenization_equals_one_example_at_a_time(tokenizer):
+    conversations = synthetic.acme_support(40) + [[{"role": "user", "content": "Hi"},
+                                                   {"role": "assistant", "content": "Hello! " * 50}]]
+    frame = pl.DataFrame({"source_file": "t.jsonl", "line": list(range(1, 42)),
+                          "messages": [json.dumps(c) for c in conversations]})
+    table = tokenize_frame(tokenizer, frame, max_len=64)
+    for row, conv in zip(table.iter_rows(named=True), conversations):
+        ids, mask, truncated = tokenize_messages(tokenizer, conv, 64)
+        assert (row["input_ids"], row["assistant_masks"], row["truncated"]) == (ids, mask, truncated)
+    assert table["truncated"].to_list()[-1] and table["n_tokens"].to_list()[-1] > 64

@@ -34,15 +34,40 @@ def render_and_tokenize(tokenizer, messages: list[dict]) -> tuple[list[int], lis
     return list(enc["input_ids"]), list(enc["assistant_masks"])
 
 
-def tokenize_frame(tokenizer, frame: pl.DataFrame, max_len: int) -> pl.DataFrame:
+BATCH = 1024
+
+
+def tokenize_conversations(tokenizer, conversations: list[list[dict]]) -> tuple[list[list[int]], list[list[int]]]:
+    """A batch through ``apply_chat_template``: the template renders in Python, the tokenizer encodes the
+    batch in Rust, and the masks come from the template's generation spans, exactly as for one example."""
+    enc = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True,
+                                        return_assistant_tokens_mask=True)
+    return enc["input_ids"], enc["assistant_masks"]
+
+
+def tokenize_frame(tokenizer, frame: pl.DataFrame, max_len: int, progress=None) -> pl.DataFrame:
+    """Tokenize every example; ``progress(done, total)`` is called after each batch."""
+    all_ids, all_masks, lengths = [], [], []
+    total = frame.height
+    for start in range(0, total, BATCH):
+        messages = frame["messages"].slice(start, BATCH)
+        ids_batch, mask_batch = tokenize_conversations(tokenizer, [json.loads(m) for m in messages])
+        lengths += [len(ids) for ids in ids_batch]
+        all_ids += [ids[:max_len] for ids in ids_batch]
+        all_masks += [mask[:max_len] for mask in mask_batch]
+        if progress:
+            progress(min(start + BATCH, total), total)
+    table = pl.DataFrame({
+        "source_file": frame["source_file"], "line": frame["line"],
+        "input_ids": pl.Series(all_ids, dtype=pl.List(pl.Int32)),
+        "assistant_masks": pl.Series(all_masks, dtype=pl.List(pl.Int8)),
+        "n_tokens": pl.Series(lengths, dtype=pl.Int32),
+    })
     eos = tokenizer.eos_token_id
-    rows = []
-    for source_file, line, messages in frame.select("source_file", "line", "messages").iter_rows():
-        ids, mask = render_and_tokenize(tokenizer, json.loads(messages))
-        rows.append({
-            "source_file": source_file, "line": line, "input_ids": ids[:max_len], "assistant_masks": mask[:max_len],
-            "n_tokens": len(ids), "n_trainable": sum(mask[:max_len]),
-            "learns_eos": any(m and i == eos for i, m in zip(ids[:max_len], mask[:max_len])),
-            "truncated": len(ids) > max_len,
-        })
-    return pl.DataFrame(rows, schema=TOKENIZED_SCHEMA)
+    # An EOS token counts only where the mask says it is learned: a 2 in eos_and_mask is exactly that.
+    eos_and_mask = pl.col("input_ids").list.eval((pl.element() == eos).cast(pl.Int8)) + pl.col("assistant_masks")
+    return table.with_columns(
+        pl.col("assistant_masks").list.sum().cast(pl.Int32).alias("n_trainable"),
+        (eos_and_mask.list.max() == 2).fill_null(False).alias("learns_eos"),
+        (pl.col("n_tokens") > max_len).alias("truncated"),
+    ).select(list(TOKENIZED_SCHEMA)).cast(TOKENIZED_SCHEMA)
