@@ -173,7 +173,11 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     if not hit:
         tokenizer = AutoTokenizer.from_pretrained(base.path)
         examples = pl.read_parquet(validated_dataset["examples_file"]).filter(pl.col("split") == "train")
-        table = tokenize_frame(tokenizer, examples, max_len)
+        def progress(done: int, total: int) -> None:
+            if done == total or done % (10 * 1024) == 0:
+                context.log.info(f"pre-flight: rendered and tokenized {done:,} of {total:,} examples")
+
+        table = tokenize_frame(tokenizer, examples, max_len, progress=progress)
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_suffix(".tmp")
         table.write_parquet(tmp)

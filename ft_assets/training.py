@@ -1,19 +1,24 @@
-"""adapter: LoRA SFT in a separate trainer process launched through Dagster Pipes."""
+"""adapter: SFT in a separate trainer process launched through Dagster Pipes, resumable from checkpoints."""
 
 import json
 
-from dagster import AssetExecutionContext, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
 
+from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
 from ftpipe.digests import combine
 from ftpipe.training.spec import resolve_spec
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, TrainerLauncherResource
+from resources import ArtifactStoreResource, LandingZoneResource, TrainerLauncherResource
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="training", kinds={"pytorch"})
 def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: TrainerLauncherResource,
-            artifacts: ArtifactStoreResource) -> Output[dict]:
-    """A LoRA adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata."""
+            artifacts: ArtifactStoreResource, landing: LandingZoneResource) -> Output[dict]:
+    """An adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata.
+
+    The training directory is derived from the resolved spec, so a retried or resumed run of the same
+    partition finds the checkpoints of the runs before it and continues from the newest valid one.
+    """
     tenant, job = tokenized_dataset["tenant"], tokenized_dataset["job"]
     manifest = tokenized_dataset["manifest"]
     spec = resolve_spec(tokenized_dataset["base_model"]["path"], tokenized_dataset["tokenized_file"],
@@ -22,6 +27,20 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
     invocation = trainer.run(context, "ftpipe.training.pipes_main", extras={"spec": spec.to_dict()})
+    ending = next((m for m in reversed(invocation.get_custom_messages()) if "outcome" in m), {})
+    outcome = ending.get("outcome")
+    if outcome == "failed":
+        report = "\n".join([ending["message"], *(f"- {line}" for line in ending["advice"])])
+        publish(landing.store(), tenant, job, "training_failed.md", f"# Training of {tenant}/{job} failed\n\n{report}\n")
+        raise Failure(description=report, metadata={ERROR_CLASS_KEY: ending["error_class"]}, allow_retries=False)
+    if outcome == "interrupted":
+        raise Failure(
+            description=f"trainer stopped at step {ending['steps']}/{ending['max_steps']} ({ending['stop_reason']});"
+                        f" a new run resumes from {ending['last_checkpoint']}",
+            metadata={ERROR_CLASS_KEY: PLATFORM_ERROR},
+        )
+    if outcome != "completed":
+        raise Failure(description="the trainer process ended without saying how", metadata={ERROR_CLASS_KEY: PLATFORM_ERROR})
     reported = invocation.get_materialize_result().metadata or {}
     adapter_dir = f"{spec.output_dir}/adapter"
     return Output(

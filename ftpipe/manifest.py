@@ -26,7 +26,9 @@ class JobManifest(BaseModel):
     base_model: str
     dataset: str = Field(description="File name of the training data inside the job folder.")
     eval_dataset: str | None = Field(default=None, description="Optional evaluation file inside the job folder.")
-    method: Literal["lora"] = "lora"
+    # Adapter methods only for now: a full fine-tune trains (ftpipe.training.methods) but the registry and the
+    # vLLM handoff take adapters (issue #6).
+    method: Literal["lora", "qlora", "dora", "rslora"] = "lora"
     objective: Literal["sft"] = "sft"
     holdout_fraction: float = Field(default=0.1, gt=0.0, lt=0.5)
     min_examples: int = Field(default=100, ge=1)

@@ -35,9 +35,17 @@ def cmd_validate(args) -> int:
         raise ValueError(f"unknown pool '{pool_name}' (pools: {', '.join(sorted(config.pools))})")
     base = res["base_models"].registry().resolve(args.base_model)
     files = {"train": args.file} | ({"eval": args.eval_data} if args.eval_data else {})
-    result = validate_files(files, base.path, base.num_parameters, max_len=args.max_seq_len or TrainJobSpec.max_seq_len,
-                            epochs=args.epochs or TrainJobSpec.epochs, pool_name=pool_name, pool=config.pools[pool_name],
-                            min_examples=args.min_examples)
+    from tqdm import tqdm
+
+    with tqdm(desc="pre-flight: render + tokenize", unit=" examples", file=sys.stderr, disable=None) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        result = validate_files(files, base.path, base.num_parameters,
+                                max_len=args.max_seq_len or TrainJobSpec.max_seq_len,
+                                epochs=args.epochs or TrainJobSpec.epochs, pool_name=pool_name,
+                                pool=config.pools[pool_name], min_examples=args.min_examples, progress=progress)
     if args.json:
         print(report_json(result.check, result.preflight))
     else:

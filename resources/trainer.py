@@ -20,10 +20,12 @@ class TrainerLauncherResource(ConfigurableResource):
 
     python_executable: str = Field(default=sys.executable)
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the trainer process")
+    stop_grace_seconds: float = Field(
+        default=300, description="How long a terminated run waits for the trainer to checkpoint and exit")
 
     def run(self, context, module: str, extras: dict, devices: str | None = None) -> PipesClientCompletedInvocation:
         env = {**_OFFLINE_ENV, **self.env}
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
-        client = PipesSubprocessClient(env=env)
+        client = PipesSubprocessClient(env=env, termination_timeout_seconds=self.stop_grace_seconds)
         return client.run(command=[self.python_executable, "-m", module], context=context, extras=extras)

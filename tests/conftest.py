@@ -75,3 +75,23 @@ def s3_bucket(s3_endpoint, request) -> str:
     name = f"landing-{abs(hash(request.node.nodeid)) % 10**8}"
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(scope="session")
+def sft_train_file(tiny_model, tmp_path_factory):
+    """96 tokenized support conversations, as the tokenized_dataset asset writes them, and the tokenizer."""
+    import json
+
+    import polars as pl
+    from transformers import AutoTokenizer
+
+    from ftpipe import synthetic
+    from ftpipe.data.tokenize import tokenize_frame
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model.path)
+    rows = synthetic.acme_support(96, seed=3)
+    frame = pl.DataFrame({"source_file": "t.jsonl", "line": list(range(1, 97)),
+                          "messages": [json.dumps(c) for c in rows]})
+    path = tmp_path_factory.mktemp("sft") / "train.parquet"
+    tokenize_frame(tokenizer, frame, 256).write_parquet(path)
+    return path, tokenizer

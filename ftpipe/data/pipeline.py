@@ -86,7 +86,7 @@ class LocalValidation:
 
 def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parameters: int, *, max_len: int,
                    epochs: float, pool_name: str, pool, min_examples: int, max_examples: int | None = None,
-                   holdout_fraction: float = 0.1) -> LocalValidation:
+                   holdout_fraction: float = 0.1, progress=None) -> LocalValidation:
     """Everything the platform checks before training, in the same order: structure first, then the
     pre-flight through the base model's template (only when the structure is valid)."""
     from transformers import AutoTokenizer
@@ -99,5 +99,5 @@ def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parame
     if not check.outcome.passed:
         return LocalValidation(check, None)
     tokenized = tokenize_frame(AutoTokenizer.from_pretrained(tokenizer_path),
-                               examples.filter(pl.col("split") == "train"), max_len)
+                               examples.filter(pl.col("split") == "train"), max_len, progress=progress)
     return LocalValidation(check, run_preflight(tokenized, max_len, epochs, num_parameters, pool_name, pool))

@@ -1,7 +1,9 @@
 """The trainer process: ``python -m ftpipe.training.pipes_main``, launched by Dagster Pipes.
 
-It receives the resolved ``TrainJobSpec`` as a Pipes extra, streams progress as Pipes log lines, and reports
-the final metrics and the loss curve as the adapter's materialization metadata.
+It receives the resolved ``TrainJobSpec`` as a Pipes extra, streams progress as Pipes log lines, and ends
+with one custom message saying how it ended (``completed``, ``interrupted`` at a checkpoint, or a training
+failure with its class and advice) so that the asset can fail the right way. On success the final metrics
+and the loss curve become the adapter's materialization metadata.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from pathlib import Path
 
 from dagster_pipes import PipesContext, open_dagster_pipes
 
+from ftpipe.training.failures import TrainingFailure
+from ftpipe.training.interrupts import stop_on_signals_and_orphaning
 from ftpipe.training.plots import plot_loss_curve
-from ftpipe.training.sft import run_sft
+from ftpipe.training.sft import COMPLETED, run_sft
 from ftpipe.training.spec import TrainJobSpec
 
 
@@ -22,10 +26,21 @@ def _train(pipes: PipesContext) -> None:
     def sink(m: dict) -> None:
         pipes.log.info(
             f"step {m['step']}/{m['max_steps']} loss={m['loss']:.4f} lr={m['learning_rate']:.2e} "
-            f"grad_norm={m['grad_norm']:.3f} tokens/s={m['tokens_per_second']:.0f}"
+            f"grad_norm={m['grad_norm']:.3f} tokens/s={m['tokens_per_second']:.0f} mem={m['memory_mb']:.0f}MB"
         )
 
-    result = run_sft(spec, sink)
+    with stop_on_signals_and_orphaning() as stop:
+        try:
+            result = run_sft(spec, sink, stop=stop, log=pipes.log.info)
+        except TrainingFailure as failure:
+            pipes.report_custom_message({"outcome": "failed", "error_class": failure.error_class,
+                                         "message": failure.message, "advice": failure.advice})
+            return
+    pipes.report_custom_message({"outcome": result.outcome, "steps": result.steps,
+                                 "max_steps": result.max_steps, "last_checkpoint": result.last_checkpoint,
+                                 "stop_reason": result.stop_reason})
+    if result.outcome != COMPLETED:
+        return
     curve = plot_loss_curve(result.loss_history, Path(spec.output_dir) / "loss_curve.png")
     curve_b64 = base64.b64encode(curve.read_bytes()).decode()
     pipes.report_asset_materialization(
@@ -37,6 +52,10 @@ def _train(pipes: PipesContext) -> None:
             "trained_tokens": result.trained_tokens,
             "train_seconds": result.seconds,
             "tokens_per_second": result.tokens_per_second,
+            "resumed_from_step": int(Path(result.resumed_from).name.split("-")[1]) if result.resumed_from else 0,
+            "micro_batch_size": result.micro_batch_size,
+            "gradient_accumulation_steps": result.gradient_accumulation_steps,
+            "oom_retries": result.oom_retries,
             "loss_curve": {"raw_value": f"![loss curve](data:image/png;base64,{curve_b64})", "type": "md"},
         }
     )

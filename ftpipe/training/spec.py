@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 
 @dataclass
@@ -24,10 +24,18 @@ class TrainJobSpec:
     lora_alpha: int = 32
     lora_dropout: float = 0.0
     target_modules: list[str] | str = "all-linear"
+    qlora_compute_dtype: str = "auto"
+    """float32 on CPU, bfloat16 on GPUs that support it, unless set."""
     warmup_ratio: float = 0.05
     seed: int = 42
     logging_steps: int = 5
     save_steps: int = 50
+    save_minutes: float = 10.0
+    """A checkpoint also every this many minutes, whichever of the two comes first."""
+    keep_checkpoints: int = 2
+    progress_bar: bool = False
+    tenant_overrides: list[str] = field(default_factory=list)
+    """The hyperparameters the tenant set in the manifest: an out-of-memory they caused is theirs to pay."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,4 +58,5 @@ def resolve_spec(base_model_path: str, train_file: str, method: str, overrides: 
     spec = TrainJobSpec(base_model_path=base_model_path, train_file=train_file, output_dir="", method=method)
     for name, value in overrides.items():
         setattr(spec, name, OVERRIDABLE[name](value))
+    spec.tenant_overrides = sorted(overrides)
     return spec

@@ -1,0 +1,160 @@
+"""Trainer callbacks: progress to a sink, checkpoint schedule and commit, early stop, divergence guard.
+
+They use only the public ``TrainerCallback`` hooks, so they work for SFTTrainer and DPOTrainer alike.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from ftpipe.training import checkpoints
+from ftpipe.training.interrupts import StopRequest
+
+MetricsSink = Callable[[dict], None]
+
+
+class MetricsToSink(TrainerCallback):
+    """Forward each logging step (loss, learning rate, grad norm, throughput, memory) to the sink."""
+
+    def __init__(self, sink: MetricsSink, tokens_per_step: float) -> None:
+        self.sink = sink
+        self.tokens_per_step = tokens_per_step
+        self.start = time.monotonic()
+        self.first_step = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+        self.first_step = state.global_step  # a resumed run counts throughput from where it resumed
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "loss" not in logs:
+            return
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        self.sink({
+            "step": state.global_step,
+            "max_steps": state.max_steps,
+            "loss": float(logs["loss"]),
+            "learning_rate": float(logs.get("learning_rate", math.nan)),
+            "grad_norm": float(logs.get("grad_norm", math.nan)),
+            "tokens_per_second": (state.global_step - self.first_step) * self.tokens_per_step / elapsed,
+            "memory_mb": _peak_memory_mb(),
+        })
+
+
+@dataclass
+class Divergence:
+    step: int | None = None
+    detail: str = ""
+
+    @property
+    def happened(self) -> bool:
+        return self.step is not None
+
+
+class DivergenceGuard(TrainerCallback):
+    """Stop at the first non-finite loss or gradient norm, and never save the weights it produced.
+
+    Needs ``logging_nan_inf_filter=False``: with the Trainer's default a NaN step is logged as loss 0.0.
+    """
+
+    def __init__(self, divergence: Divergence) -> None:
+        self.divergence = divergence
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        bad = {k: v for k, v in (logs or {}).items()
+               if k in ("loss", "grad_norm") and isinstance(v, float) and not math.isfinite(v)}
+        if bad and not self.divergence.happened:
+            self.divergence.step = state.global_step
+            self.divergence.detail = ", ".join(f"{k}={v}" for k, v in bad.items())
+            control.should_training_stop = True
+            control.should_save = False
+
+
+class CheckpointSchedule(TrainerCallback):
+    """Save every ``save_steps`` (the Trainer's own rule), every ``save_minutes``, and at once on a stop request.
+
+    In a multi-process run every rank must take the same decision, or a collective save would hang; the
+    decision is reduced across ranks.
+    """
+
+    def __init__(self, save_minutes: float, stop: StopRequest | None) -> None:
+        self.interval = save_minutes * 60
+        self.stop = stop
+        self.last_save = time.monotonic()
+        self.stopped_at: int | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last_save = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        due = time.monotonic() - self.last_save >= self.interval
+        stop = bool(self.stop and self.stop.requested)
+        due, stop = _agree_across_ranks(args, due, stop)
+        if due or stop:
+            control.should_save = True
+        if stop:
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+
+    def on_save(self, args, state, control, **kwargs):
+        self.last_save = time.monotonic()
+
+
+class CommitCheckpoints(TrainerCallback):
+    """Seal each checkpoint the Trainer has written in staging and move it into the committed area."""
+
+    def __init__(self, area: checkpoints.CheckpointArea, keep: int, divergence: Divergence,
+                 log: Callable[[str], None]) -> None:
+        self.area = area
+        self.keep = keep
+        self.divergence = divergence
+        self.log = log
+        self.last_committed: Path | None = None
+
+    def on_save(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        staged = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if model is not None and not _weights_finite(model):
+            self.divergence.step = self.divergence.step or state.global_step
+            self.divergence.detail = self.divergence.detail or "non-finite weights"
+            control.should_training_stop = True
+            checkpoints.reject(self.area, staged, "nonfinite")
+            self.log(f"step {state.global_step}: weights are not finite; checkpoint discarded")
+            return
+        self.last_committed = checkpoints.commit(self.area, staged, self.keep)
+        self.log(f"checkpoint committed: {self.last_committed.name}")
+
+
+def _weights_finite(model) -> bool:
+    import torch
+
+    with torch.no_grad():
+        return all(bool(torch.isfinite(p).all()) for p in model.parameters() if p.requires_grad)
+
+
+def _agree_across_ranks(args, *flags: bool) -> tuple[bool, ...]:
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flags
+    tensor = torch.tensor([int(f) for f in flags], device=args.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tuple(bool(v) for v in tensor.tolist())
+
+
+def _peak_memory_mb() -> float:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB

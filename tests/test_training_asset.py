@@ -1,0 +1,93 @@
+"""The adapter asset's failure paths through Dagster: divergence is the tenant's, preemption resumes."""
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from dagster import DagsterRunStatus, instance_for_test, materialize
+
+from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
+from ft_assets.training import adapter
+from ftpipe import synthetic
+from ftpipe.landing import results_key
+from ftpipe_cli.submit import default_manifest, submit_job
+from partitions.keys import partition_key
+from sensors.failures import failure_reason
+
+pytestmark = pytest.mark.slow
+
+UP_TO_ADAPTER = [raw_dataset, validated_dataset, tokenized_dataset, adapter]
+
+
+def _materialize(instance, resources, key):
+    return materialize(UP_TO_ADAPTER, partition_key=key, resources=resources, instance=instance,
+                       raise_on_error=False)
+
+
+def _submit(resources, tenant, job, hyperparameters):
+    rows = synthetic.to_jsonl(synthetic.acme_support(120)).encode()
+    submit_job(resources["landing"].store(), tenant, job, {"train.jsonl": rows},
+               default_manifest("train.jsonl", hyperparameters=hyperparameters))
+    return partition_key(tenant, job)
+
+
+def test_divergence_fails_as_the_tenants_error_with_advice_in_the_landing_zone(local_resources):
+    key = _submit(local_resources, "acme", "hot-lr", {"learning_rate": 10000})
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenant_jobs", [key])
+        result = _materialize(instance, local_resources, key)
+        run = instance.get_run_by_id(result.run_id)
+        assert run.status == DagsterRunStatus.FAILURE
+        error_class, reason = failure_reason(instance, run)
+    assert error_class == "user" and "training diverged at step" in reason
+    report = local_resources["landing"].store().read_bytes(results_key("acme", "hot-lr", "training_failed.md"))
+    assert b"lower learning_rate from 10000 to 1000 (you set it in the manifest)" in report
+
+
+def _signal_trainer_when_it_starts(artifacts_root: Path, sig: int, signalled: list) -> threading.Thread:
+    """Signal the trainer process once its handlers are in place (they are before it makes its staging folder)."""
+
+    def started() -> bool:
+        return any(artifacts_root.glob("tenants/*/jobs/*/training/*/checkpoints/staging"))
+
+    def watch():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for child in psutil.Process().children(recursive=True):
+                try:
+                    is_trainer = "ftpipe.training.pipes_main" in child.cmdline()
+                except psutil.Error:
+                    continue
+                if is_trainer and started():
+                    child.send_signal(sig)
+                    signalled.append(child.pid)
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_preempted_trainer_checkpoints_and_the_next_run_resumes_from_it(local_resources):
+    key = _submit(local_resources, "acme", "spot", {"epochs": 2})
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenant_jobs", [key])
+        signalled = []
+        watcher = _signal_trainer_when_it_starts(Path(local_resources["artifacts"].root), signal.SIGUSR1, signalled)
+        first = _materialize(instance, local_resources, key)
+        watcher.join(timeout=5)
+        assert signalled, "the trainer was never signalled"
+        run = instance.get_run_by_id(first.run_id)
+        assert run.status == DagsterRunStatus.FAILURE
+        error_class, reason = failure_reason(instance, run)
+        assert error_class == "platform" and "trainer stopped at step 1/" in reason and "SIGUSR1" in reason
+
+        second = _materialize(instance, local_resources, key)
+        assert second.success
+        meta = second.asset_materializations_for_node("adapter")[0].metadata
+        assert meta["resumed_from_step"].value == 1
+        assert meta["steps"].value > 1

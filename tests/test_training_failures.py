@@ -1,0 +1,87 @@
+"""NaN aborts with advice and keeps no poisoned checkpoint; out of memory retries once with half the micro-batch."""
+
+import dataclasses
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from ftpipe.training import checkpoints
+from ftpipe.training.failures import PLATFORM, USER, OutOfMemory, TrainingDiverged
+from ftpipe.training.sft import run_sft
+from ftpipe.training.spec import TrainJobSpec
+
+pytestmark = pytest.mark.slow
+
+
+def _spec(tiny_model, sft_train_file, tmp_path, **changes) -> TrainJobSpec:
+    spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]),
+                        output_dir=str(tmp_path), max_steps=20, micro_batch_size=8, logging_steps=1, save_steps=5)
+    return dataclasses.replace(spec, **changes)
+
+
+class PoisonWeightAt(TrainerCallback):
+    """Writes NaN into one LoRA weight after step ``step``: a deterministic divergence."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step == self.step:
+            lora_a = next(p for n, p in model.named_parameters() if "lora_A" in n)
+            with torch.no_grad():
+                lora_a[0, 0] = float("nan")
+
+
+class OutOfMemoryAbove(TrainerCallback):
+    """Raises what CUDA raises when a micro-batch is larger than ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.raised = 0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if args.per_device_train_batch_size > self.limit:
+            self.raised += 1
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def test_nan_aborts_with_advice_and_keeps_no_checkpoint_after_it(tiny_model, sft_train_file, tmp_path):
+    spec = _spec(tiny_model, sft_train_file, tmp_path, tenant_overrides=["learning_rate"])
+    with pytest.raises(TrainingDiverged) as raised:
+        run_sft(spec, extra_callbacks=[PoisonWeightAt(7)])
+    failure = raised.value
+    assert failure.error_class == USER
+    assert "diverged at step 8" in failure.message and "loss=nan" in failure.message
+    assert any("lower learning_rate from 0.002 to 0.0002 (you set it in the manifest)" in a for a in failure.advice)
+    area = checkpoints.CheckpointArea(tmp_path / "checkpoints")
+    assert [p.name for p in area.committed()] == ["checkpoint-5"]  # nothing after the poisoned step
+    assert not (tmp_path / "adapter").exists()
+
+
+def test_a_huge_learning_rate_diverges_without_any_injection(tiny_model, sft_train_file, tmp_path):
+    with pytest.raises(TrainingDiverged, match="diverged at step"):
+        run_sft(_spec(tiny_model, sft_train_file, tmp_path, learning_rate=1e4))
+
+
+def test_out_of_memory_retries_once_with_half_the_micro_batch_and_the_same_effective_batch(
+        tiny_model, sft_train_file, tmp_path):
+    oom = OutOfMemoryAbove(4)
+    messages = []
+    result = run_sft(_spec(tiny_model, sft_train_file, tmp_path), extra_callbacks=[oom], log=messages.append)
+    assert oom.raised == 1 and result.oom_retries == 1
+    assert (result.micro_batch_size, result.gradient_accumulation_steps) == (4, 2)
+    assert result.outcome == "completed" and result.steps == 20
+    assert any("retrying with micro_batch_size=4 and gradient_accumulation_steps=2" in m for m in messages)
+
+
+@pytest.mark.parametrize("overrides, error_class", [([], PLATFORM), (["micro_batch_size"], USER)])
+def test_out_of_memory_twice_gives_up_and_says_whose_setting_it_was(tiny_model, sft_train_file, tmp_path,
+                                                                    overrides, error_class):
+    oom = OutOfMemoryAbove(1)
+    with pytest.raises(OutOfMemory) as raised:
+        run_sft(_spec(tiny_model, sft_train_file, tmp_path, tenant_overrides=overrides), extra_callbacks=[oom])
+    assert oom.raised == 2  # the original and exactly one retry
+    assert raised.value.error_class == error_class
+    assert "micro_batch_size=4" in raised.value.message
+    assert ("remove your micro_batch_size override" in raised.value.report()) == bool(overrides)
