@@ -26,6 +26,8 @@ from ftpipe.data.tokenize import tokenize_frame
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
 from ftpipe.manifest import ManifestError, parse_manifest
+from ftpipe.training.autoconfig import DoesNotFit
+from ftpipe.training.plan import plan_training
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import ArtifactStoreResource, BaseModelsResource, LandingZoneResource, PlatformResource
@@ -185,8 +187,16 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     stats_table = pl.read_parquet(cache_file, columns=["source_file", "line", "n_tokens", "n_trainable", "learns_eos"])
     config = platform.config()
     pool = config.pools[config.default_pool]
-    preflight = run_preflight(stats_table, max_len, float(hyperparameters.get("epochs", TrainJobSpec.epochs)),
-                              base.num_parameters, config.default_pool, pool)
+    try:
+        plan = plan_training(base.path, base.num_parameters, manifest["method"], hyperparameters, str(cache_file),
+                             stats_table.height, int(stats_table["n_tokens"].max() or 0), pool)
+    except DoesNotFit as exc:
+        raise _user_failure(store, tenant, job, f"manifest.yaml: {exc}") from None
+    preflight = run_preflight(stats_table, max_len, plan.spec.epochs, base.num_parameters, config.default_pool, pool)
+    preflight.plan = plan.rows
+    preflight.stats["estimated_memory_gb"] = round(plan.memory.total_gb, 3)
+    for row in plan.rows:
+        context.log.info(f"plan: {row['name']}={row['value']:g} ({row['source']}: {row['reason']})")
 
     check = validated_dataset["check"]
     report_md = report_markdown(check, f"{tenant}/{job}", preflight)
@@ -196,7 +206,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         context.log.warning(str(error))
 
     yield Output(
-        {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__},
+        {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,
+         "spec": plan.spec.to_dict()},
         metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
                   "report": MetadataValue.md(report_md)},
     )

@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
 
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
 from ftpipe.digests import combine
-from ftpipe.training.spec import resolve_spec
+from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import ArtifactStoreResource, LandingZoneResource, TrainerLauncherResource
 
@@ -20,9 +20,7 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     partition finds the checkpoints of the runs before it and continues from the newest valid one.
     """
     tenant, job = tokenized_dataset["tenant"], tokenized_dataset["job"]
-    manifest = tokenized_dataset["manifest"]
-    spec = resolve_spec(tokenized_dataset["base_model"]["path"], tokenized_dataset["tokenized_file"],
-                        manifest["method"], manifest["hyperparameters"])
+    spec = TrainJobSpec.from_dict(tokenized_dataset["spec"])  # the plan the pre-flight reported
     spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset["base_model"]["digest"])
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")

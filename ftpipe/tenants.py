@@ -22,6 +22,7 @@ class PoolConfig(BaseModel):
     gpu: str
     gpus_per_slot: int = 1
     slots: int = 1
+    gpu_memory_gb: float = Field(gt=0, description="Memory of one GPU (for the CPU pool: what one trainer may use)")
     peak_tflops: float = Field(description="Peak dense FLOP/s of one GPU at the training precision, in TFLOP/s")
     mfu: float = Field(default=0.35, gt=0, le=1, description="Model FLOPs utilization reached in practice")
     price_per_gpu_hour: float = 0.0

@@ -28,7 +28,7 @@ def platform_file(tmp_path) -> Path:
     path = tmp_path / "tenants.yaml"
     path.write_text(
         "default_pool: cpu-local\n"
-        "pools:\n  cpu-local: {gpu: cpu, peak_tflops: 0.081, mfu: 1.0, price_per_gpu_hour: 1.0}\n"
+        "pools:\n  cpu-local: {gpu: cpu, gpu_memory_gb: 8, peak_tflops: 0.081, mfu: 1.0, price_per_gpu_hour: 1.0}\n"
         "tiers:\n  premium: {priority: 10}\n  free: {priority: 0, max_examples: 500}\n"
         "tenants:\n  acme: {tier: premium}\n  initech: {tier: free}\n"
     )

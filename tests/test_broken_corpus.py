@@ -9,7 +9,7 @@ from ftpipe.data.pipeline import validate_files
 from ftpipe.tenants import PoolConfig
 
 BROKEN = Path(__file__).parent / "data" / "broken"
-POOL = PoolConfig(gpu="cpu", peak_tflops=0.046, mfu=1.0)
+POOL = PoolConfig(gpu="cpu", gpu_memory_gb=8, peak_tflops=0.046, mfu=1.0)
 
 EXPECTED = {
     "invalid_json.jsonl": [(3, "record", "invalid JSON: Expecting ',' delimiter at column 64")],

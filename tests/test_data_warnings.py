@@ -100,7 +100,7 @@ def _tokenized(n_trainable: list[int], learns_eos: list[bool]) -> pl.DataFrame:
 
 
 def test_empty_label_masks_and_missing_eos_are_warned_by_the_preflight():
-    pool = PoolConfig(gpu="cpu", peak_tflops=1.0, mfu=1.0, price_per_gpu_hour=2.0)
+    pool = PoolConfig(gpu="cpu", gpu_memory_gb=8, peak_tflops=1.0, mfu=1.0, price_per_gpu_hour=2.0)
     result = run_preflight(_tokenized([5, 0, 7, 6], [True, False, False, True]), 512, 2.0, 10**6, "cpu", pool)
     warnings = {w.kind: w for w in result.warnings}
     assert warnings["empty_label_mask"].locations == ["t.jsonl line 2"]
@@ -122,5 +122,5 @@ def test_a_template_that_never_emits_eos_is_caught_on_real_tokens(tiny_model):
                           "messages": [json.dumps(c) for c in synthetic.acme_support(2)]})
     table = tokenize_frame(tokenizer, frame, 512)
     assert table["learns_eos"].to_list() == [False, False]
-    pool = PoolConfig(gpu="cpu", peak_tflops=1.0)
+    pool = PoolConfig(gpu="cpu", gpu_memory_gb=8, peak_tflops=1.0)
     assert [w.kind for w in run_preflight(table, 512, 1, 1, "cpu", pool).warnings] == ["no_eos"]

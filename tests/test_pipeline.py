@@ -47,7 +47,10 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
     assert json.loads((served / "adapter_config.json").read_text())["base_model_name_or_path"] == "ftpipe/tiny-llama"
     report = store.read_bytes(results_key("acme", "support-v1", "eval_report.md")).decode()
     assert "| holdout | exact_match |" in report
-    assert b"Validation passed" in store.read_bytes(results_key("acme", "support-v1", "validation.md"))
+    validation = store.read_bytes(results_key("acme", "support-v1", "validation.md")).decode()
+    assert "Validation passed" in validation
+    assert "| epochs | 4 | manifest | set by the tenant |" in validation  # the plan the trainer ran
+    assert "| learning_rate | 0.002 | automatic |" in validation
 
 
 def test_broken_rows_block_the_run_before_any_training(local_resources):

@@ -25,6 +25,8 @@ class Preflight:
     stats: dict
     errors: list[RowError] = field(default_factory=list)
     warnings: list[DataWarning] = field(default_factory=list)
+    plan: list[dict] = field(default_factory=list)
+    """The training plan's hyperparameters and where each came from (``ftpipe.training.plan``)."""
 
     @property
     def passed(self) -> bool:
@@ -75,4 +77,4 @@ def run_preflight(tokenized: pl.DataFrame, max_len: int, epochs: float, num_para
 
 def preflight_dict(result: Preflight) -> dict:
     return {"passed": result.passed, "stats": result.stats, "errors": [asdict(e) for e in result.errors],
-            "warnings": [asdict(w) for w in result.warnings]}
+            "warnings": [asdict(w) for w in result.warnings], "plan": result.plan}

@@ -23,6 +23,7 @@ def report_json(check: ExamplesCheck, preflight: Preflight | None = None) -> str
         "warnings": [asdict(w) for w in warnings],
         "stats": check.stats,
         "preflight": preflight.stats if preflight else None,
+        "training_plan": preflight.plan if preflight else None,
     }, indent=2)
 
 
@@ -41,6 +42,9 @@ def report_markdown(check: ExamplesCheck, title: str, preflight: Preflight | Non
     lines += _table(check.stats)
     if preflight:
         lines += ["## Pre-flight (rendered through the base model's chat template)", ""] + _table(preflight.stats)
+    if preflight and preflight.plan:
+        lines += ["## Training plan", "", "| hyperparameter | value | from | why |", "|---|---:|---|---|"]
+        lines += [f"| {r['name']} | {r['value']:g} | {r['source']} | {r['reason']} |" for r in preflight.plan] + [""]
     if check.outcome.dataset_errors:
         lines += ["## Dataset errors", ""] + [f"- {e}" for e in check.outcome.dataset_errors] + [""]
     if errors:

@@ -53,10 +53,25 @@ OVERRIDABLE = {
 }
 
 
-def resolve_spec(base_model_path: str, train_file: str, method: str, overrides: dict) -> TrainJobSpec:
-    """Platform defaults, overridden by the manifest's (already validated) hyperparameters."""
+def resolve_spec(base_model_path: str, train_file: str, method: str, overrides: dict,
+                 automatic: dict | None = None) -> TrainJobSpec:
+    """Platform defaults, then the automatic choices (name -> value), then the manifest's hyperparameters."""
     spec = TrainJobSpec(base_model_path=base_model_path, train_file=train_file, output_dir="", method=method)
-    for name, value in overrides.items():
+    for name, value in {**(automatic or {}), **overrides}.items():
         setattr(spec, name, OVERRIDABLE[name](value))
     spec.tenant_overrides = sorted(overrides)
     return spec
+
+
+def explain(spec: TrainJobSpec, automatic_reasons: dict[str, str]) -> list[dict]:
+    """Each overridable hyperparameter's value and where it came from: the tenant, the platform's rule, a default."""
+    rows = []
+    for name in OVERRIDABLE:
+        if name in spec.tenant_overrides:
+            source, reason = "manifest", "set by the tenant"
+        elif name in automatic_reasons:
+            source, reason = "automatic", automatic_reasons[name]
+        else:
+            source, reason = "default", "platform default"
+        rows.append({"name": name, "value": getattr(spec, name), "source": source, "reason": reason})
+    return rows
