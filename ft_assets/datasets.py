@@ -207,7 +207,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
 
     yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,
-         "spec": plan.spec.to_dict()},
+         "spec": plan.spec.to_dict(), "pool": config.default_pool},
         metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
                   "report": MetadataValue.md(report_md)},
     )

@@ -8,12 +8,13 @@ from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
 from ftpipe.digests import combine
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, LandingZoneResource, TrainerLauncherResource
+from resources import ArtifactStoreResource, LandingZoneResource, PlatformResource, TrainerLauncherResource
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="training", kinds={"pytorch"})
 def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: TrainerLauncherResource,
-            artifacts: ArtifactStoreResource, landing: LandingZoneResource) -> Output[dict]:
+            artifacts: ArtifactStoreResource, landing: LandingZoneResource,
+            platform: PlatformResource) -> Output[dict]:
     """An adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata.
 
     The training directory is derived from the resolved spec, so a retried or resumed run of the same
@@ -24,7 +25,9 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset["base_model"]["digest"])
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
-    invocation = trainer.run(context, "ftpipe.training.pipes_main", extras={"spec": spec.to_dict()})
+    pool = platform.config().pools[tokenized_dataset["pool"]]
+    invocation = trainer.run(context, "ftpipe.training.pipes_main", extras={"spec": spec.to_dict()}, pool=pool,
+                             labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
     ending = next((m for m in reversed(invocation.get_custom_messages()) if "outcome" in m), {})
     outcome = ending.get("outcome")
     if outcome == "failed":

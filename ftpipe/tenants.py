@@ -26,6 +26,8 @@ class PoolConfig(BaseModel):
     peak_tflops: float = Field(description="Peak dense FLOP/s of one GPU at the training precision, in TFLOP/s")
     mfu: float = Field(default=0.35, gt=0, le=1, description="Model FLOPs utilization reached in practice")
     price_per_gpu_hour: float = 0.0
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Kubernetes: the pool's node group")
+    tolerations: list[dict] = Field(default_factory=list, description="Kubernetes: taints the pool's pods tolerate")
 
 
 class TenantConfig(BaseModel):

@@ -7,6 +7,9 @@
     FTPIPE_MODEL_CACHE   built-in base models (default: <repo>/.cache/models, kept apart from per-demo state)
     FTPIPE_CATALOG       DuckDB catalog file (default: $FTPIPE_HOME/catalog.duckdb)
     FTPIPE_TENANTS       platform tenant configuration (default: <repo>/tenants.yaml)
+    FTPIPE_TRAINER_BACKEND  local (a subprocess, default) or kubernetes (a pod per trainer, docs/kubernetes.md)
+    FTPIPE_TRAINER_IMAGE, FTPIPE_K8S_NAMESPACE, FTPIPE_K8S_SERVICE_ACCOUNT   the trainer pod's image and placement
+    FTPIPE_ARTIFACTS_CLAIM, FTPIPE_MODEL_CACHE_CLAIM   PVCs mounted in the pod at FTPIPE_ARTIFACTS / FTPIPE_MODEL_CACHE
 """
 
 from __future__ import annotations
@@ -41,5 +44,14 @@ def resources_from_env() -> dict:
         "base_models": BaseModelsResource(cache_dir=env("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))),
         "catalog": CatalogResource(path=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
         "platform": PlatformResource(tenants_file=env("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))),
-        "trainer": TrainerLauncherResource(),
+        "trainer": TrainerLauncherResource(
+            backend=env("FTPIPE_TRAINER_BACKEND", "local"),
+            image=env("FTPIPE_TRAINER_IMAGE"),
+            namespace=env("FTPIPE_K8S_NAMESPACE"),
+            service_account=env("FTPIPE_K8S_SERVICE_ACCOUNT"),
+            artifacts_claim=env("FTPIPE_ARTIFACTS_CLAIM"),
+            artifacts_mount=env("FTPIPE_ARTIFACTS", str(home / "artifacts")),
+            model_cache_claim=env("FTPIPE_MODEL_CACHE_CLAIM"),
+            model_cache_mount=env("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models")),
+        ),
     }

@@ -91,3 +91,25 @@ def test_a_preempted_trainer_checkpoints_and_the_next_run_resumes_from_it(local_
         meta = second.asset_materializations_for_node("adapter")[0].metadata
         assert meta["resumed_from_step"].value == 1
         assert meta["steps"].value > 1
+
+
+def test_a_two_worker_slot_trains_under_torchrun_and_reports_once(local_resources, tmp_path):
+    from resources import PlatformResource
+
+    platform_file = tmp_path / "two-workers.yaml"
+    platform_file.write_text(
+        "default_pool: cpu-pair\n"
+        "pools:\n  cpu-pair: {gpu: cpu, gpu_memory_gb: 8, gpus_per_slot: 2, peak_tflops: 0.046, mfu: 1.0}\n"
+        "tiers:\n  premium: {priority: 10}\ntenants:\n  acme: {tier: premium}\n")
+    resources = {**local_resources, "platform": PlatformResource(tenants_file=str(platform_file))}
+    key = _submit(resources, "acme", "pair", {"max_steps": 6})
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenant_jobs", [key])
+        result = _materialize(instance, resources, key)
+        assert result.success
+        (materialization,) = result.asset_materializations_for_node("adapter")
+        assert materialization.metadata["steps"].value == 6
+        logs = [r.user_message for r in instance.all_logs(result.run_id)]
+    assert sum("step 5/6 loss=" in m for m in logs) == 1  # logged every 5 steps, by rank 0 only
+    (checkpoint,) = Path(local_resources["artifacts"].root).glob("tenants/acme/jobs/pair/training/*/checkpoints/checkpoint-*")
+    assert (checkpoint / "rng_state_1.pth").is_file()  # the second worker really trained

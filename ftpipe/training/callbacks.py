@@ -118,18 +118,24 @@ class CommitCheckpoints(TrainerCallback):
         self.last_committed: Path | None = None
 
     def on_save(self, args, state, control, model=None, **kwargs):
-        if not state.is_world_process_zero:
-            return
         staged = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if model is not None and not _weights_finite(model):
+        # Under FSDP each rank sees only its shard of the weights: the verdict is reduced across ranks.
+        (poisoned,) = _agree_across_ranks(args, model is not None and not _weights_finite(model))
+        if poisoned:
             self.divergence.step = self.divergence.step or state.global_step
             self.divergence.detail = self.divergence.detail or "non-finite weights"
             control.should_training_stop = True
-            checkpoints.reject(self.area, staged, "nonfinite")
-            self.log(f"step {state.global_step}: weights are not finite; checkpoint discarded")
+            if state.is_world_process_zero:
+                checkpoints.reject(self.area, staged, "nonfinite")
+                self.log(f"step {state.global_step}: weights are not finite; checkpoint discarded")
             return
-        self.last_committed = checkpoints.commit(self.area, staged, self.keep)
-        self.log(f"checkpoint committed: {self.last_committed.name}")
+        _barrier()  # every rank has written its own files (its RNG state) before the directory moves
+        if state.is_world_process_zero:
+            self.last_committed = checkpoints.commit(self.area, staged, self.keep)
+            self.log(f"checkpoint committed: {self.last_committed.name}")
+        else:
+            self.last_committed = self.area.root / staged.name
+        _barrier()  # and no rank runs ahead to a step whose checkpoint could be taken before this commit
 
 
 def _weights_finite(model) -> bool:
@@ -148,6 +154,13 @@ def _agree_across_ranks(args, *flags: bool) -> tuple[bool, ...]:
     tensor = torch.tensor([int(f) for f in flags], device=args.device)
     dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
     return tuple(bool(v) for v in tensor.tolist())
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
 
 
 def _peak_memory_mb() -> float:

@@ -108,25 +108,30 @@ def verify(checkpoint: Path) -> str | None:
         return f"unreadable manifest: {exc}"
     if not listed:
         return "empty checkpoint"
-    for name, expected in listed.items():
-        path = checkpoint / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != expected["bytes"]:
-            return f"{name} has {path.stat().st_size} bytes, expected {expected['bytes']}"
-        if _sha256(path) != expected["sha256"]:
-            return f"{name} does not match its checksum"
+    try:
+        for name, expected in listed.items():
+            path = checkpoint / name
+            if not path.is_file():
+                return f"{name} is missing"
+            if path.stat().st_size != expected["bytes"]:
+                return f"{name} has {path.stat().st_size} bytes, expected {expected['bytes']}"
+            if _sha256(path) != expected["sha256"]:
+                return f"{name} does not match its checksum"
+    except OSError as exc:  # e.g. another rank set it aside while this one read it
+        return f"unreadable: {exc}"
     return None
 
 
-def latest_valid(area: CheckpointArea, log=lambda message: None) -> Path | None:
-    """The newest committed checkpoint that verifies; broken ones are moved to ``rejected/`` and skipped."""
+def latest_valid(area: CheckpointArea, log=lambda message: None, set_aside: bool = True) -> Path | None:
+    """The newest committed checkpoint that verifies; broken ones are skipped and, by the one process that
+    may change the area (``set_aside``), moved to ``rejected/``."""
     for checkpoint in area.committed():
         problem = verify(checkpoint)
         if problem is None:
             return checkpoint
-        log(f"checkpoint {checkpoint.name} is unusable ({problem}); falling back to an older one")
-        reject(area, checkpoint, "corrupt")
+        if set_aside:
+            log(f"checkpoint {checkpoint.name} is unusable ({problem}); falling back to an older one")
+            reject(area, checkpoint, "corrupt")
     return None
 
 

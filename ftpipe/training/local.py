@@ -13,7 +13,7 @@ import sys
 
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
-from ftpipe.training.sft import INTERRUPTED, run_sft
+from ftpipe.training.sft import INTERRUPTED, is_main_process, run_sft
 from ftpipe.training.spec import TrainJobSpec
 
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: try again later
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
         except TrainingFailure as failure:
             print(failure.report(), file=sys.stderr)
             return 1
-    if len(argv) > 1:
+    if len(argv) > 1 and is_main_process():
         with open(argv[1], "w") as f:
             json.dump(dataclasses.asdict(result), f, indent=1)
     return EXIT_INTERRUPTED if result.outcome == INTERRUPTED else 0

@@ -16,7 +16,7 @@ from dagster_pipes import PipesContext, open_dagster_pipes
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
 from ftpipe.training.plots import plot_loss_curve
-from ftpipe.training.sft import COMPLETED, run_sft
+from ftpipe.training.sft import COMPLETED, is_main_process, run_sft
 from ftpipe.training.spec import TrainJobSpec
 
 
@@ -61,7 +61,24 @@ def _train(pipes: PipesContext) -> None:
     )
 
 
+def _train_other_rank() -> None:
+    """Ranks 1..N-1 of a torchrun launch read the same spec but report nothing: one voice per trainer."""
+    from dagster_pipes import PipesDefaultContextLoader, PipesEnvVarParamsLoader
+
+    params = PipesEnvVarParamsLoader().load_context_params()
+    with PipesDefaultContextLoader().load_context(params) as data:
+        spec = TrainJobSpec.from_dict(data["extras"]["spec"])
+    with stop_on_signals_and_orphaning() as stop:
+        try:
+            run_sft(spec, stop=stop)
+        except TrainingFailure:
+            pass  # rank 0 took the same decision and reports it
+
+
 def main() -> None:
+    if not is_main_process():
+        _train_other_rank()
+        return
     with open_dagster_pipes() as pipes:
         _train(pipes)
 

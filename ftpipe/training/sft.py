@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,11 +58,13 @@ class TrainResult:
 def run_sft(spec: TrainJobSpec, sink: MetricsSink = lambda m: None, *, stop: StopRequest | None = None,
             log: Log = lambda message: None, extra_callbacks: Sequence = ()) -> TrainResult:
     area = checkpoints.CheckpointArea(Path(spec.output_dir) / "checkpoints")
-    area.reset_staging()
+    main_process = is_main_process()
+    if main_process:
+        area.reset_staging()
     attempt = spec
     oom_retries = 0
     while True:
-        resume = checkpoints.latest_valid(area, log)
+        resume = checkpoints.latest_valid(area, log, set_aside=main_process)
         try:
             result = _train(attempt, area, resume, sink, stop, log, extra_callbacks)
         except Exception as exc:  # noqa: BLE001 - only out-of-memory is retried; everything else re-raises
@@ -122,6 +125,8 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
         use_cpu=not on_gpu,
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
         activation_checkpointing=False,
+        ddp_find_unused_parameters=False,  # every LoRA weight takes part in every forward
+        **_sharding(spec),
         dataloader_num_workers=0,
         disable_tqdm=not spec.progress_bar,
     )
@@ -166,6 +171,19 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
         raise TrainingDiverged.at(state.global_step, f"loss={common['final_loss']}", spec.learning_rate,
                                   spec.tenant_overrides)
     return TrainResult(outcome=COMPLETED, adapter_dir=str(adapter_dir), **common)
+
+
+def _sharding(spec: TrainJobSpec) -> dict:
+    """Several processes: DDP replicates an adapter run; a full fine-tune shards weights and optimizer (FSDP)."""
+    if spec.method != "full" or int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return {}
+    # FSDP2, resharding after each forward (full shard); layers are wrapped by the model's _no_split_modules.
+    return {"fsdp": True, "fsdp_config": {"reshard_after_forward": True}}
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun launch, or the only process; it alone changes the checkpoint area."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:

@@ -1,0 +1,1 @@
+"""How a trainer or evaluator process is started: its command line, and its Kubernetes pod."""

@@ -1,0 +1,14 @@
+"""The command that starts a GPU worker module: plain Python for one GPU, torchrun for a multi-GPU slot."""
+
+from __future__ import annotations
+
+
+def worker_command(python: str, module: str, gpus: int) -> list[str]:
+    """One process per GPU: DDP for adapters, FSDP for full fine-tunes (the trainer picks from the spec).
+
+    ``--standalone`` gives a single-node rendezvous on a free local port, so that two multi-GPU jobs on one
+    node never collide; torchrun forwards SIGTERM/SIGINT to every worker, which checkpoint and stop.
+    """
+    if gpus <= 1:
+        return [python, "-m", module]
+    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}", "-m", module]
