@@ -51,7 +51,7 @@ def ftpipe_path(model_path: str, conversations: list, out: Path, epochs: float) 
     from transformers import AutoTokenizer
 
     from ftpipe.data.tokenize import tokenize_frame
-    from ftpipe.training.sft import run_sft
+    from ftpipe.training.runner import run_training
     from ftpipe.training.spec import TrainJobSpec
 
     start = time.perf_counter()
@@ -61,7 +61,7 @@ def ftpipe_path(model_path: str, conversations: list, out: Path, epochs: float) 
     tokenize_frame(tokenizer, frame, 512).write_parquet(out / "train.parquet")
     tokenize_s = time.perf_counter() - start
     start = time.perf_counter()
-    result = run_sft(TrainJobSpec(base_model_path=model_path, train_file=str(out / "train.parquet"),
+    result = run_training(TrainJobSpec(base_model_path=model_path, train_file=str(out / "train.parquet"),
                                   output_dir=str(out), epochs=epochs, logging_steps=10, save_steps=10**9))
     return tokenize_s, time.perf_counter() - start, result.train_loss, result.steps
 

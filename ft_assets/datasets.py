@@ -22,7 +22,7 @@ from ftpipe.data.preflight import PREFLIGHT_WARNING_KINDS, run_preflight
 from ftpipe.data.quality import WARNING_KINDS
 from ftpipe.data.read import UnsupportedFormat
 from ftpipe.data.report import report_json, report_markdown
-from ftpipe.data.tokenize import tokenize_frame
+from ftpipe.data.tokenize import tokenize_examples
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
 from ftpipe.manifest import ManifestError, parse_manifest
@@ -111,7 +111,8 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
         examples = load_examples(raw_dataset["files"], manifest["holdout_fraction"])
     except UnsupportedFormat as exc:
         raise _user_failure(store, tenant, job, str(exc)) from None
-    check = check_examples(examples, manifest["min_examples"], platform.config().tier_of(tenant).max_examples)
+    check = check_examples(examples, manifest["min_examples"], platform.config().tier_of(tenant).max_examples,
+                           manifest["objective"])
     outcome = check.outcome
 
     out_dir = artifacts.layout().job_dir(tenant, job) / "validated"
@@ -169,7 +170,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     hyperparameters = manifest["hyperparameters"]
     max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
     cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
-                        base.chat_template_digest, max_len, "packing=False")
+                        base.chat_template_digest, max_len, "packing=False", manifest["objective"])
     cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
     hit = cache_file.exists()
     if not hit:
@@ -179,7 +180,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
             if done == total or done % (10 * 1024) == 0:
                 context.log.info(f"pre-flight: rendered and tokenized {done:,} of {total:,} examples")
 
-        table = tokenize_frame(tokenizer, examples, max_len, progress=progress)
+        table = tokenize_examples(tokenizer, examples, max_len, manifest["objective"], progress=progress)
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_suffix(".tmp")
         table.write_parquet(tmp)
@@ -188,8 +189,9 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     config = platform.config()
     pool = config.pools[config.default_pool]
     try:
-        plan = plan_training(base.path, base.num_parameters, manifest["method"], hyperparameters, str(cache_file),
-                             stats_table.height, int(stats_table["n_tokens"].max() or 0), pool)
+        plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
+                             hyperparameters, str(cache_file), stats_table.height,
+                             int(stats_table["n_tokens"].max() or 0), pool)
     except DoesNotFit as exc:
         raise _user_failure(store, tenant, job, f"manifest.yaml: {exc}") from None
     preflight = run_preflight(stats_table, max_len, plan.spec.epochs, base.num_parameters, config.default_pool, pool)

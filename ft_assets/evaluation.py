@@ -22,6 +22,7 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
     invocation = trainer.run(context, "ftpipe.evaluation.pipes_main", extras={
         "base_model_path": adapter["base_model"]["path"], "adapter_dir": adapter["adapter_dir"],
         "holdout_file": str(holdout_file), "work_dir": str(run_dir / "eval"),
+        "objective": adapter["spec"]["objective"],
     })
     reported = dict(invocation.get_materialize_result().metadata or {})
     report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())

@@ -29,7 +29,8 @@ class JobManifest(BaseModel):
     # Adapter methods only for now: a full fine-tune trains (ftpipe.training.methods) but the registry and the
     # vLLM handoff take adapters (issue #6).
     method: Literal["lora", "qlora", "dora", "rslora"] = "lora"
-    objective: Literal["sft"] = "sft"
+    objective: Literal["sft", "dpo"] = "sft"
+    """``dpo`` needs preference pairs (prompt/chosen/rejected, or input/preferred_output/non_preferred_output)."""
     holdout_fraction: float = Field(default=0.1, gt=0.0, lt=0.5)
     min_examples: int = Field(default=100, ge=1)
     hyperparameters: dict[str, float | int] = Field(default_factory=dict)

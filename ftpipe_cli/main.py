@@ -45,7 +45,8 @@ def cmd_validate(args) -> int:
         result = validate_files(files, base.path, base.num_parameters,
                                 max_len=args.max_seq_len or TrainJobSpec.max_seq_len,
                                 epochs=args.epochs or TrainJobSpec.epochs, pool_name=pool_name,
-                                pool=config.pools[pool_name], min_examples=args.min_examples, progress=progress)
+                                pool=config.pools[pool_name], min_examples=args.min_examples,
+                                objective=args.objective, progress=progress)
     if args.json:
         print(report_json(result.check, result.preflight))
     else:
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seq-len", type=int)
     p.add_argument("--epochs", type=float)
     p.add_argument("--min-examples", type=int, default=100)
+    p.add_argument("--objective", choices=["sft", "dpo"], default="sft", help="as in the manifest")
     p.add_argument("--pool", help="pool for the cost estimate (default: the platform's default pool)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of markdown")
     p.set_defaults(func=cmd_validate)

@@ -15,7 +15,8 @@ EXPECTED = {
     "invalid_json.jsonl": [(3, "record", "invalid JSON: Expecting ',' delimiter at column 64")],
     "not_an_object.jsonl": [(2, "record", "expected a JSON object, got list")],
     "missing_key.jsonl": [(2, "record", "unrecognized shape with keys ['prompt']: expected one of messages; "
-                                        "completion+prompt; instruction+response; text")],
+                                        "completion+prompt; instruction+response; text; chosen+prompt+rejected; "
+                                        "input+non_preferred_output+preferred_output")],
     "unknown_key.jsonl": [(2, "record", "unknown keys: label")],
     "bad_role.jsonl": [(2, "messages[].role", "unrecognized role (use system, user, assistant or tool)")],
     "empty_content.jsonl": [(3, "messages", "1 message(s) with empty content")],

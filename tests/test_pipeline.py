@@ -144,3 +144,31 @@ def test_preflight_blocks_examples_too_long_for_the_template_and_warnings_do_not
     report = json.loads(store.read_bytes(results_key("acme", "long-v1", "validation.json")))
     assert report["stage"] == "preflight" and report["preflight"]["too_long"] == 1
     assert {w["kind"] for w in report["warnings"]} >= {"exact_duplicates"}
+
+
+def test_preference_pairs_become_a_dpo_adapter_that_prefers_the_chosen_answers(local_resources):
+    store = local_resources["landing"].store()
+    rows = "".join(json.dumps(r) + "\n" for r in synthetic.acme_preferences(150, seed=6)).encode()
+    submit_job(store, "acme", "prefs-v1", {"pairs.jsonl": rows},
+               default_manifest("pairs.jsonl", objective="dpo", hyperparameters={"epochs": 4}))
+    with instance_for_test() as instance:
+        result, run = _run(instance, local_resources, "acme", "prefs-v1")
+        assert run.status == DagsterRunStatus.SUCCESS
+        spec = result.asset_materializations_for_node("adapter")[0].metadata["spec"].value
+        assert spec["objective"] == "dpo"
+    (record,) = local_resources["catalog"].adapters().list("acme")
+    base, tuned = (record.metrics[f"holdout_preference_accuracy_{side}"] for side in ("base", "tuned"))
+    assert tuned > base + 0.1 and record.status == "promoted"
+    report = store.read_bytes(results_key("acme", "prefs-v1", "eval_report.md")).decode()
+    assert "| holdout | preference_accuracy |" in report
+
+
+def test_sft_manifest_over_preference_pairs_is_refused_before_training(local_resources):
+    store = local_resources["landing"].store()
+    rows = "".join(json.dumps(r) + "\n" for r in synthetic.acme_preferences(120)).encode()
+    submit_job(store, "acme", "mixed-up", {"pairs.jsonl": rows}, default_manifest("pairs.jsonl"))
+    with instance_for_test() as instance:
+        _, run = _run(instance, local_resources, "acme", "mixed-up")
+        error_class, reason = failure_reason(instance, run)
+    assert error_class == "user"
+    assert "pairs.jsonl line 1 is a preference pair ('preference'): set 'objective: dpo'" in reason

@@ -6,7 +6,7 @@ import torch
 
 from ftpipe import synthetic
 from ftpipe.data.tokenize import tokenize_frame, tokenize_messages
-from ftpipe.training.sft import run_sft
+from ftpipe.training.runner import run_training
 from ftpipe.training.spec import TrainJobSpec
 
 
@@ -51,7 +51,7 @@ def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, token
                           "messages": [json.dumps(c) for c in train]})
     tokenize_frame(tokenizer, frame, 256).write_parquet(tmp_path / "train.parquet")
     seen = []
-    result = run_sft(TrainJobSpec(base_model_path=tiny_model.path, train_file=str(tmp_path / "train.parquet"),
+    result = run_training(TrainJobSpec(base_model_path=tiny_model.path, train_file=str(tmp_path / "train.parquet"),
                                   output_dir=str(tmp_path / "out"), epochs=4, logging_steps=10), sink=seen.append)
     assert result.steps == 60 and len(seen) == 6
     assert {"loss", "learning_rate", "grad_norm", "tokens_per_second"} <= set(seen[0])

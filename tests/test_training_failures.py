@@ -8,7 +8,7 @@ from transformers import TrainerCallback
 
 from ftpipe.training import checkpoints
 from ftpipe.training.failures import PLATFORM, USER, OutOfMemory, TrainingDiverged
-from ftpipe.training.sft import run_sft
+from ftpipe.training.runner import run_training
 from ftpipe.training.spec import TrainJobSpec
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ class OutOfMemoryAbove(TrainerCallback):
 def test_nan_aborts_with_advice_and_keeps_no_checkpoint_after_it(tiny_model, sft_train_file, tmp_path):
     spec = _spec(tiny_model, sft_train_file, tmp_path, tenant_overrides=["learning_rate"])
     with pytest.raises(TrainingDiverged) as raised:
-        run_sft(spec, extra_callbacks=[PoisonWeightAt(7)])
+        run_training(spec, extra_callbacks=[PoisonWeightAt(7)])
     failure = raised.value
     assert failure.error_class == USER
     assert "diverged at step 8" in failure.message and "loss=nan" in failure.message
@@ -61,14 +61,14 @@ def test_nan_aborts_with_advice_and_keeps_no_checkpoint_after_it(tiny_model, sft
 
 def test_a_huge_learning_rate_diverges_without_any_injection(tiny_model, sft_train_file, tmp_path):
     with pytest.raises(TrainingDiverged, match="diverged at step"):
-        run_sft(_spec(tiny_model, sft_train_file, tmp_path, learning_rate=1e4))
+        run_training(_spec(tiny_model, sft_train_file, tmp_path, learning_rate=1e4))
 
 
 def test_out_of_memory_retries_once_with_half_the_micro_batch_and_the_same_effective_batch(
         tiny_model, sft_train_file, tmp_path):
     oom = OutOfMemoryAbove(4)
     messages = []
-    result = run_sft(_spec(tiny_model, sft_train_file, tmp_path), extra_callbacks=[oom], log=messages.append)
+    result = run_training(_spec(tiny_model, sft_train_file, tmp_path), extra_callbacks=[oom], log=messages.append)
     assert oom.raised == 1 and result.oom_retries == 1
     assert (result.micro_batch_size, result.gradient_accumulation_steps) == (4, 2)
     assert result.outcome == "completed" and result.steps == 20
@@ -80,7 +80,7 @@ def test_out_of_memory_twice_gives_up_and_says_whose_setting_it_was(tiny_model, 
                                                                     overrides, error_class):
     oom = OutOfMemoryAbove(1)
     with pytest.raises(OutOfMemory) as raised:
-        run_sft(_spec(tiny_model, sft_train_file, tmp_path, tenant_overrides=overrides), extra_callbacks=[oom])
+        run_training(_spec(tiny_model, sft_train_file, tmp_path, tenant_overrides=overrides), extra_callbacks=[oom])
     assert oom.raised == 2  # the original and exactly one retry
     assert raised.value.error_class == error_class
     assert "micro_batch_size=4" in raised.value.message

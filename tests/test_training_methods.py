@@ -8,7 +8,7 @@ import torch
 
 from ftpipe import synthetic
 from ftpipe.data.tokenize import tokenize_messages
-from ftpipe.training.sft import run_sft
+from ftpipe.training.runner import run_training
 from ftpipe.training.spec import TrainJobSpec
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def test_method_trains_saves_reloads_and_lowers_heldout_loss(method, lr, tiny_mo
     path, tokenizer = sft_train_file
     spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(path), output_dir=str(tmp_path),
                         method=method, learning_rate=lr, epochs=5, logging_steps=6, save_steps=10**6)
-    result = run_sft(spec)
+    result = run_training(spec)
     assert result.steps == 60
     base = AutoModelForCausalLM.from_pretrained(tiny_model.path)
     base_loss = _heldout_loss(base, tokenizer)

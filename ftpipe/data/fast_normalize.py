@@ -100,4 +100,5 @@ def normalize_lines_fast(lines: pl.Series, first_line: int, source_file: str) ->
             | ((body.list.first() == "user") & (body.list.last() == "assistant")))).fill_null(False)
         .alias("roles_in_order"),
     )
-    return out.cast(NORMALIZED_SCHEMA)
+    return out.with_columns(pl.lit(None).alias(c) for c in NORMALIZED_SCHEMA if c not in out.columns) \
+        .select(list(NORMALIZED_SCHEMA)).cast(NORMALIZED_SCHEMA)

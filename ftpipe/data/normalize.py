@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from ftpipe.data.preference import PREFERENCE_SHAPES, PairProblem, pair_problem, to_pair
 from ftpipe.data.read import RawRecord
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -21,6 +22,9 @@ SHAPES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "prompt_completion": (frozenset({"prompt", "completion"}), frozenset({"id", "metadata", "system"})),
     "instruction": (frozenset({"instruction", "response"}), frozenset({"input", "id", "metadata", "system"})),
     "text": (frozenset({"text"}), frozenset({"id", "metadata"})),
+    "preference": (frozenset({"prompt", "chosen", "rejected"}), frozenset({"id", "metadata", "system"})),
+    "preference_api": (frozenset({"input", "preferred_output", "non_preferred_output"}),
+                       frozenset({"id", "metadata"})),
 }
 
 NORMALIZED_SCHEMA = {
@@ -35,12 +39,18 @@ NORMALIZED_SCHEMA = {
     "n_empty": pl.Int64,
     "n_bad_role": pl.Int64,
     "roles_in_order": pl.Boolean,
+    # Preference pairs only (null otherwise): ``messages`` is the prompt and the chosen answer, so that every
+    # chat check and data-quality warning applies to them; these hold the rest of the pair.
+    "n_prompt": pl.Int64,
+    "rejected": pl.String,
+    "pair_problem": pl.String,
 }
 
 
 def detect_shape(data: dict) -> str | None:
     keys = set(data)
-    for shape, (required, _) in SHAPES.items():
+    # The most specific shape first: a preference pair also has a "prompt".
+    for shape, (required, _) in sorted(SHAPES.items(), key=lambda item: -len(item[1][0])):
         if required <= keys:
             return shape
     return None
@@ -59,6 +69,12 @@ def to_messages(shape: str, data: dict) -> list[dict]:
     if shape == "text":
         return [{"role": "assistant", "content": data["text"]}]
     raise ValueError(shape)
+
+
+def _compact(messages: list[dict]) -> str:
+    # Compact separators: byte-identical to the vectorized path (fast_normalize), so split hashes agree.
+    return json.dumps([{"role": m.get("role"), "content": m.get("content")} for m in messages], ensure_ascii=False,
+                      separators=(",", ":"))
 
 
 def _roles_in_order(roles: list[str]) -> bool:
@@ -88,15 +104,24 @@ def _row(rec: RawRecord) -> dict:
     unknown = sorted(set(data) - required - optional)
     row["shape"] = shape
     row["unknown_keys"] = ",".join(unknown) if unknown else None
-    messages = to_messages(shape, data)
+    if shape in PREFERENCE_SHAPES:
+        try:
+            prompt, chosen, rejected = to_pair(shape, data)
+        except PairProblem as exc:
+            row["problem"] = f"field '{exc.field}' {exc.message}"
+            return row
+        messages = prompt + chosen
+        row["n_prompt"] = len(prompt)
+        row["rejected"] = _compact(rejected)
+        row["pair_problem"] = pair_problem(shape, chosen, rejected)
+    else:
+        messages = to_messages(shape, data)
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         row["problem"] = "field 'messages' must be a list of objects with 'role' and 'content'"
         return row
     roles = [m.get("role") for m in messages]
     contents = [m.get("content") for m in messages]
-    # Compact separators: byte-identical to the vectorized path (fast_normalize), so split hashes agree.
-    row["messages"] = json.dumps([{"role": r, "content": c} for r, c in zip(roles, contents)], ensure_ascii=False,
-                                 separators=(",", ":"))
+    row["messages"] = _compact([{"role": r, "content": c} for r, c in zip(roles, contents)])
     row["n_messages"] = len(messages)
     row["n_assistant"] = sum(r == "assistant" for r in roles)
     row["n_empty"] = sum(not isinstance(c, str) or not c.strip() for c in contents)

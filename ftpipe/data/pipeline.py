@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from ftpipe.data.normalize import normalize
+from ftpipe.data.preference import PREFERENCE_SHAPES
 from ftpipe.data.preflight import Preflight
 from ftpipe.data.quality import DataWarning, data_warnings
 from ftpipe.data.fast_normalize import normalize_lines_fast
@@ -61,9 +62,11 @@ def load_examples(files: dict[str, str | Path], holdout_fraction: float) -> pl.D
     return pl.concat(frames)
 
 
-def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int | None) -> ExamplesCheck:
+def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int | None,
+                   objective: str = "sft") -> ExamplesCheck:
     train_rows = examples.filter(pl.col("role") == "train")
     outcome = validate_examples(examples, min_examples=min_examples, max_examples=max_examples)
+    outcome.dataset_errors += _objective_errors(examples, objective)
     stats = {
         "records": examples.height,
         "train": examples.filter(pl.col("split") == "train").height,
@@ -71,6 +74,19 @@ def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int 
         "shapes": ",".join(sorted(s for s in train_rows["shape"].unique().to_list() if s)),
     }
     return ExamplesCheck(outcome, data_warnings(examples), stats)
+
+
+def _objective_errors(examples: pl.DataFrame, objective: str) -> list[str]:
+    """DPO learns from preference pairs and SFT from demonstrations: a file of the other kind is refused whole."""
+    wrong = (~pl.col("shape").is_in(PREFERENCE_SHAPES)) if objective == "dpo" else pl.col("shape").is_in(PREFERENCE_SHAPES)
+    first = examples.filter(pl.col("shape").is_not_null() & wrong).head(1)
+    if first.is_empty():
+        return []
+    file, line, shape = first.select("source_file", "line", "shape").row(0)
+    if objective == "dpo":
+        return [f"objective 'dpo' trains on preference pairs (prompt/chosen/rejected or input/preferred_output/"
+                f"non_preferred_output), but {file} line {line} is a '{shape}' example"]
+    return [f"{file} line {line} is a preference pair ('{shape}'): set 'objective: dpo' in manifest.yaml to train on it"]
 
 
 @dataclass
@@ -86,18 +102,18 @@ class LocalValidation:
 
 def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parameters: int, *, max_len: int,
                    epochs: float, pool_name: str, pool, min_examples: int, max_examples: int | None = None,
-                   holdout_fraction: float = 0.1, progress=None) -> LocalValidation:
+                   holdout_fraction: float = 0.1, objective: str = "sft", progress=None) -> LocalValidation:
     """Everything the platform checks before training, in the same order: structure first, then the
     pre-flight through the base model's template (only when the structure is valid)."""
     from transformers import AutoTokenizer
 
     from ftpipe.data.preflight import run_preflight
-    from ftpipe.data.tokenize import tokenize_frame
+    from ftpipe.data.tokenize import tokenize_examples
 
     examples = load_examples(files, holdout_fraction)
-    check = check_examples(examples, min_examples, max_examples)
+    check = check_examples(examples, min_examples, max_examples, objective)
     if not check.outcome.passed:
         return LocalValidation(check, None)
-    tokenized = tokenize_frame(AutoTokenizer.from_pretrained(tokenizer_path),
-                               examples.filter(pl.col("split") == "train"), max_len, progress=progress)
+    tokenized = tokenize_examples(AutoTokenizer.from_pretrained(tokenizer_path),
+                                  examples.filter(pl.col("split") == "train"), max_len, objective, progress)
     return LocalValidation(check, run_preflight(tokenized, max_len, epochs, num_parameters, pool_name, pool))

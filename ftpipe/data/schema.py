@@ -19,6 +19,9 @@ _MESSAGES = {
     ("shape", "not_nullable"): ("record", "shape not recognized"),
     ("shape", "same_shape_in_file"): ("record", "shape '{value}' differs from the file's first example ({first_shape}); one shape per file"),
     ("unknown_keys", "no_unknown_keys"): ("record", "unknown keys: {value}"),
+    # The value is "field: message" (ftpipe.data.preference.pair_problem): the field is the tenant's own key; it
+    # names the cause more precisely than the chat checks below, which a broken pair fails too.
+    ("pair_problem", "no_pair_problem"): (None, "{value}"),
     ("n_assistant", "greater_than_or_equal_to(1)"): ("messages", "no assistant turn"),
     ("n_empty", "equal_to(0)"): ("messages", "{value} message(s) with empty content"),
     ("n_bad_role", "equal_to(0)"): ("messages[].role", "unrecognized role (use system, user, assistant or tool)"),
@@ -36,6 +39,7 @@ class NormalizedExamples(pa.DataFrameModel):
     n_empty: int = pa.Field(eq=0)
     n_bad_role: int = pa.Field(eq=0)
     roles_in_order: bool
+    pair_problem: str = pa.Field(nullable=True)
 
     @pa.check("shape", name="same_shape_in_file")
     def _same_shape(cls, data: PolarsData) -> pl.LazyFrame:
@@ -45,6 +49,10 @@ class NormalizedExamples(pa.DataFrameModel):
 
     @pa.check("problem", name="no_problem")
     def _no_problem(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(data.key).is_null())
+
+    @pa.check("pair_problem", name="no_pair_problem")
+    def _no_pair_problem(cls, data: PolarsData) -> pl.LazyFrame:
         return data.lazyframe.select(pl.col(data.key).is_null())
 
     @pa.check("unknown_keys", name="no_unknown_keys")
@@ -114,7 +122,8 @@ def _row_errors(frame: pl.DataFrame, failure_cases: pl.DataFrame) -> list[RowErr
     for case in cases:
         row = frame.row(case["index"], named=True)
         field_name, template = _MESSAGES.get((case["column"], case["check"]), (case["column"], f"failed {case['check']}"))
-        errors.append(RowError(row["source_file"], row["line"], field_name,
-                               template.format(value=row.get(case["column"]),
-                                               first_shape=first_shape.get(row["source_file"]))))
+        message = template.format(value=row.get(case["column"]), first_shape=first_shape.get(row["source_file"]))
+        if field_name is None:
+            field_name, message = message.split(": ", 1)
+        errors.append(RowError(row["source_file"], row["line"], field_name, message))
     return errors

@@ -71,3 +71,83 @@ def tokenize_frame(tokenizer, frame: pl.DataFrame, max_len: int, progress=None) 
         (eos_and_mask.list.max() == 2).fill_null(False).alias("learns_eos"),
         (pl.col("n_tokens") > max_len).alias("truncated"),
     ).select(list(TOKENIZED_SCHEMA)).cast(TOKENIZED_SCHEMA)
+
+
+PREFERENCE_SCHEMA = {
+    "source_file": pl.String,
+    "line": pl.Int64,
+    "prompt_ids": pl.List(pl.Int32),
+    "chosen_ids": pl.List(pl.Int32),
+    "rejected_ids": pl.List(pl.Int32),
+    "n_tokens": pl.Int32,
+    "n_trainable": pl.Int32,
+    "learns_eos": pl.Boolean,
+    "truncated": pl.Boolean,
+}
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def tokenize_preferences(tokenizer, frame: pl.DataFrame, max_len: int, progress=None) -> pl.DataFrame:
+    """Preference pairs for DPO: the prompt rendered with the generation prompt, and the tokens of each
+    completion that follow it in the full rendering (so they end with the template's end-of-turn).
+
+    ``frame`` has ``prompt``, ``chosen`` and ``rejected`` columns of JSON message lists. ``n_tokens`` is the
+    longer of the two full sequences; ``truncated`` says it exceeds ``max_len``; ``n_trainable`` counts both
+    answers' tokens and ``learns_eos`` says the chosen answer ends with the EOS token.
+    """
+    out = {"prompt_ids": [], "chosen_ids": [], "rejected_ids": [], "n_tokens": []}
+    for start in range(0, frame.height, BATCH):
+        batch = frame.slice(start, BATCH)
+        prompts = [json.loads(p) for p in batch["prompt"]]
+        prompt_ids = tokenizer.apply_chat_template(prompts, tokenize=True, add_generation_prompt=True,
+                                                   return_dict=True)["input_ids"]
+        full = {}
+        for side in ("chosen", "rejected"):
+            conversations = [p + json.loads(c) for p, c in zip(prompts, batch[side])]
+            full[side] = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True)["input_ids"]
+        for p, c, r in zip(prompt_ids, full["chosen"], full["rejected"]):
+            # The template may render the generation prompt differently from the start of a turn; TRL takes
+            # the common prefix of the three renderings as the prompt, and so does this.
+            n = min(len(p), _common_prefix(p, c), _common_prefix(p, r))
+            out["prompt_ids"].append(p[:n])
+            out["chosen_ids"].append(c[n:])
+            out["rejected_ids"].append(r[n:])
+            out["n_tokens"].append(max(len(c), len(r)))
+        if progress:
+            progress(min(start + BATCH, frame.height), frame.height)
+    eos = tokenizer.eos_token_id
+    return pl.DataFrame({
+        "source_file": frame["source_file"], "line": frame["line"],
+        **{k: pl.Series(v, dtype=PREFERENCE_SCHEMA[k]) for k, v in out.items()},
+    }).with_columns(
+        (pl.col("chosen_ids").list.len() + pl.col("rejected_ids").list.len()).cast(pl.Int32).alias("n_trainable"),
+        (pl.col("chosen_ids").list.last() == eos).fill_null(False).alias("learns_eos"),
+        (pl.col("n_tokens") > max_len).alias("truncated"),
+    ).select(list(PREFERENCE_SCHEMA))
+
+
+def preference_pairs(examples: pl.DataFrame) -> pl.DataFrame:
+    """Normalized preference rows (``messages`` = prompt + chosen, ``n_prompt``, ``rejected``) as prompt /
+    chosen / rejected JSON columns."""
+    prompts, chosen = [], []
+    for messages, n_prompt in examples.select("messages", "n_prompt").iter_rows():
+        parsed = json.loads(messages)
+        prompts.append(json.dumps(parsed[:n_prompt], ensure_ascii=False))
+        chosen.append(json.dumps(parsed[n_prompt:], ensure_ascii=False))
+    return examples.select("source_file", "line", "rejected").with_columns(
+        pl.Series("prompt", prompts, dtype=pl.String), pl.Series("chosen", chosen, dtype=pl.String))
+
+
+def tokenize_examples(tokenizer, examples: pl.DataFrame, max_len: int, objective: str, progress=None) -> pl.DataFrame:
+    """The tokenized cache of a training split: chat sequences with masks for SFT, pairs for DPO."""
+    if objective == "dpo":
+        return tokenize_preferences(tokenizer, preference_pairs(examples), max_len, progress)
+    return tokenize_frame(tokenizer, examples, max_len, progress=progress)

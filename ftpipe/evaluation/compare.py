@@ -7,7 +7,9 @@ import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ftpipe.evaluation.holdout_task import holdout_docs, write_holdout_task
+from ftpipe.evaluation.holdout_task import (
+    holdout_docs, preference_docs, write_holdout_task, write_preference_task,
+)
 
 HOLDOUT_TASK = "holdout"
 
@@ -63,22 +65,29 @@ def _evaluate(model_args: str, task_dir: Path, system_instruction: str, batch_si
 
 
 def compare_base_and_tuned(base_model_path: str, adapter_dir: str, holdout_conversations: list[list[dict]],
-                           work_dir: str | Path, batch_size: int = 16) -> EvalReport:
+                           work_dir: str | Path, batch_size: int = 16,
+                           holdout_pairs: list[tuple[list[dict], list[dict], list[dict]]] | None = None) -> EvalReport:
+    """Held-out demonstrations are scored by exact match; held-out preference pairs (``holdout_pairs``, for a
+    DPO adapter) by preference accuracy."""
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     work_dir = Path(work_dir)
-    docs = holdout_docs(holdout_conversations)
+    if holdout_pairs is not None:
+        docs = preference_docs(holdout_pairs)
+        write_task, metric, key = write_preference_task, "preference_accuracy", "acc,none"
+    else:
+        docs = holdout_docs(holdout_conversations)
+        write_task, metric, key = write_holdout_task, "exact_match", "exact_match,none"
     if not docs:
         raise ValueError("the held-out split has no prompt/answer examples to evaluate")
-    system = write_holdout_task(work_dir / "tasks", HOLDOUT_TASK, docs)
+    system = write_task(work_dir / "tasks", HOLDOUT_TASK, docs)
     common = f"pretrained={base_model_path},dtype=float32,device={device}"
     base = _evaluate(common, work_dir / "tasks", system, batch_size)
     tuned = _evaluate(f"{common},peft={adapter_dir}", work_dir / "tasks", system, batch_size)
-    key = "exact_match,none"
     report = EvalReport(
         base_model=base_model_path, adapter_dir=adapter_dir, n_holdout=len(docs),
-        rows=[MetricRow(HOLDOUT_TASK, "exact_match", float(base[key]), float(tuned[key]))],
+        rows=[MetricRow(HOLDOUT_TASK, metric, float(base[key]), float(tuned[key]))],
     )
     (work_dir / "eval_report.json").write_text(json.dumps(report.to_dict(), indent=2))
     return report

@@ -1,8 +1,13 @@
 """Write an lm-eval task (YAML + JSONL) for a tenant's held-out examples.
 
-Each held-out conversation becomes one generation problem: the conversation up to its last assistant turn is
-the prompt, that turn is the target, scored by exact match. The prompt is rendered by lm-eval through the
-model's own chat template, with the conversation's system message as the system instruction.
+Demonstrations (SFT): each held-out conversation becomes one generation problem: the conversation up to its
+last assistant turn is the prompt, that turn is the target, scored by exact match.
+
+Preference pairs (DPO): each pair becomes a two-way multiple choice between the chosen and the rejected
+answer, scored by log-likelihood; its accuracy is the share of pairs where the model prefers the chosen one.
+
+Prompts are rendered by lm-eval through the model's own chat template, with the conversation's system message
+as the system instruction.
 """
 
 from __future__ import annotations
@@ -28,12 +33,56 @@ def holdout_docs(conversations: list[list[dict]]) -> list[dict]:
     return docs
 
 
-def write_holdout_task(task_dir: str | Path, task_name: str, docs: list[dict], max_gen_toks: int = 64) -> str:
-    """Write the task files and return the system instruction most held-out examples use."""
-    task_dir = Path(task_dir)
+def preference_docs(pairs: list[tuple[list[dict], list[dict], list[dict]]]) -> list[dict]:
+    """(prompt, chosen, rejected) message lists -> multiple-choice docs with the chosen answer first (gold 0)."""
+    docs = []
+    for prompt, chosen, rejected in pairs:
+        users = [m for m in prompt if m["role"] == "user"]
+        if not users:
+            continue
+        system = next((m["content"] for m in prompt if m["role"] == "system"), "")
+        # Each answer as training saw it: its content, then the end-of-turn token.
+        answers = ["".join(m["content"] for m in side) + EOS for side in (chosen, rejected)]
+        docs.append({"system": system, "prompt": users[-1]["content"], "choices": answers, "gold": 0})
+    return docs
+
+
+def _write_docs(task_dir: Path, task_name: str, docs: list[dict]) -> Path:
     task_dir.mkdir(parents=True, exist_ok=True)
     data_file = task_dir / f"{task_name}.jsonl"
     data_file.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs))
+    return data_file
+
+
+def _main_system(docs: list[dict]) -> str:
+    systems = Counter(d["system"] for d in docs)
+    return systems.most_common(1)[0][0] if systems else ""
+
+
+def write_preference_task(task_dir: str | Path, task_name: str, docs: list[dict]) -> str:
+    """Write the multiple-choice task and return the system instruction most held-out pairs use."""
+    data_file = _write_docs(Path(task_dir), task_name, docs)
+    task = {
+        "task": task_name,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(data_file)}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "{{prompt}}",
+        "doc_to_choice": "choices",
+        "doc_to_target": "gold",
+        "target_delimiter": "",
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+        "metadata": {"version": 1.0},
+    }
+    (Path(task_dir) / f"{task_name}.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    return _main_system(docs)
+
+
+def write_holdout_task(task_dir: str | Path, task_name: str, docs: list[dict], max_gen_toks: int = 64) -> str:
+    """Write the generation task and return the system instruction most held-out examples use."""
+    task_dir = Path(task_dir)
+    data_file = _write_docs(task_dir, task_name, docs)
     task = {
         "task": task_name,
         "dataset_path": "json",
@@ -50,5 +99,4 @@ def write_holdout_task(task_dir: str | Path, task_name: str, docs: list[dict], m
         "metadata": {"version": 1.0},
     }
     (task_dir / f"{task_name}.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
-    systems = Counter(d["system"] for d in docs)
-    return systems.most_common(1)[0][0] if systems else ""
+    return _main_system(docs)

@@ -14,12 +14,17 @@ def main() -> None:
     with open_dagster_pipes() as pipes:
         holdout = pl.read_parquet(pipes.get_extra("holdout_file"))
         conversations = [json.loads(m) for m in holdout["messages"]]
+        pairs = None
+        if pipes.get_extra("objective") == "dpo":
+            pairs = [(c[:n], c[n:], json.loads(r))
+                     for c, n, r in zip(conversations, holdout["n_prompt"], holdout["rejected"])]
         pipes.log.info(f"evaluating base and tuned on {len(conversations)} held-out examples with lm-eval")
         report = compare_base_and_tuned(
             base_model_path=pipes.get_extra("base_model_path"),
             adapter_dir=pipes.get_extra("adapter_dir"),
             holdout_conversations=conversations,
             work_dir=pipes.get_extra("work_dir"),
+            holdout_pairs=pairs,
         )
         metadata = {"report": {"raw_value": report.to_markdown(), "type": "md"}, "n_holdout": report.n_holdout}
         for row in report.rows:

@@ -58,8 +58,9 @@ def epochs(n_examples: int) -> Choice:
 
 
 def auto_hyperparameters(shape: ModelShape, method: str, n_examples: int, seq_len: int, gpu_memory_gb: float,
-                         gpus: int = 1, lora_r: int | None = None) -> dict[str, Choice]:
-    """``seq_len``: the longest padded batch row (the dataset's longest example, capped at max_seq_len)."""
+                         gpus: int = 1, lora_r: int | None = None, sequences_per_example: int = 1) -> dict[str, Choice]:
+    """``seq_len``: the longest padded batch row (the dataset's longest example, capped at max_seq_len);
+    ``sequences_per_example``: 2 for DPO, whose batches hold the chosen and the rejected sequence."""
     chosen = {"learning_rate": learning_rate(shape.num_parameters, method)}
     rank = 0
     if method in ADAPTER_METHODS:
@@ -72,9 +73,12 @@ def auto_hyperparameters(shape: ModelShape, method: str, n_examples: int, seq_le
     budget = gpu_memory_gb * MEMORY_HEADROOM
     per_gpu = max(1, effective // gpus)
     micro = per_gpu
-    while micro > 1 and estimate_memory(shape, method, rank, seq_len, micro, gpus).total_gb > budget:
+    def need_at(micro_batch: int):
+        return estimate_memory(shape, method, rank, seq_len, micro_batch * sequences_per_example, gpus)
+
+    while micro > 1 and need_at(micro).total_gb > budget:
         micro //= 2
-    need = estimate_memory(shape, method, rank, seq_len, micro, gpus)
+    need = need_at(micro)
     if need.total_gb > budget:
         raise DoesNotFit(f"{method} of a {shape.num_parameters / 1e9:.3g}B-parameter model at {seq_len} tokens needs "
                          f"{need.total_gb:.1f} GB per GPU even at micro-batch 1; the pool's GPUs have {gpu_memory_gb:g} GB")

@@ -13,7 +13,7 @@ import sys
 
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
-from ftpipe.training.sft import INTERRUPTED, is_main_process, run_sft
+from ftpipe.training.runner import INTERRUPTED, is_main_process, run_training
 from ftpipe.training.spec import TrainJobSpec
 
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: try again later
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     spec = TrainJobSpec.from_dict(json.loads(open(argv[0]).read()))
     with stop_on_signals_and_orphaning() as stop:
         try:
-            result = run_sft(spec, stop=stop, log=lambda message: print(message, file=sys.stderr, flush=True))
+            result = run_training(spec, stop=stop, log=lambda message: print(message, file=sys.stderr, flush=True))
         except TrainingFailure as failure:
             print(failure.report(), file=sys.stderr)
             return 1

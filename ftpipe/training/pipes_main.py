@@ -16,7 +16,7 @@ from dagster_pipes import PipesContext, open_dagster_pipes
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
 from ftpipe.training.plots import plot_loss_curve
-from ftpipe.training.sft import COMPLETED, is_main_process, run_sft
+from ftpipe.training.runner import COMPLETED, is_main_process, run_training
 from ftpipe.training.spec import TrainJobSpec
 
 
@@ -31,7 +31,7 @@ def _train(pipes: PipesContext) -> None:
 
     with stop_on_signals_and_orphaning() as stop:
         try:
-            result = run_sft(spec, sink, stop=stop, log=pipes.log.info)
+            result = run_training(spec, sink, stop=stop, log=pipes.log.info)
         except TrainingFailure as failure:
             pipes.report_custom_message({"outcome": "failed", "error_class": failure.error_class,
                                          "message": failure.message, "advice": failure.advice})
@@ -70,7 +70,7 @@ def _train_other_rank() -> None:
         spec = TrainJobSpec.from_dict(data["extras"]["spec"])
     with stop_on_signals_and_orphaning() as stop:
         try:
-            run_sft(spec, stop=stop)
+            run_training(spec, stop=stop)
         except TrainingFailure:
             pass  # rank 0 took the same decision and reports it
 

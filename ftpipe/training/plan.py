@@ -26,15 +26,20 @@ class TrainingPlan:
         return self.memory.total_gb <= self.gpu_memory_gb
 
 
-def plan_training(base_model_path: str, num_parameters: int, method: str, overrides: dict, train_file: str,
-                  n_examples: int, longest_example_tokens: int, pool: PoolConfig) -> TrainingPlan:
+def plan_training(base_model_path: str, num_parameters: int, method: str, objective: str, overrides: dict,
+                  train_file: str, n_examples: int, longest_example_tokens: int, pool: PoolConfig) -> TrainingPlan:
     """Raises ``autoconfig.DoesNotFit`` when not even a micro-batch of one fits the pool's GPUs."""
     shape = ModelShape.from_pretrained_dir(base_model_path, num_parameters)
     max_len = int(overrides.get("max_seq_len", TrainJobSpec.max_seq_len))
     seq_len = min(max_len, max(1, longest_example_tokens))
+    # A DPO example is two sequences (chosen and rejected) in one forward pass.
+    sequences = 2 if objective == "dpo" else 1
     automatic = auto_hyperparameters(shape, method, n_examples, seq_len, pool.gpu_memory_gb, pool.gpus_per_slot,
-                                     lora_r=int(overrides["lora_r"]) if "lora_r" in overrides else None)
+                                     lora_r=int(overrides["lora_r"]) if "lora_r" in overrides else None,
+                                     sequences_per_example=sequences)
     spec = resolve_spec(base_model_path, train_file, method, overrides, {k: c.value for k, c in automatic.items()})
-    memory = estimate_memory(shape, method, spec.lora_r, seq_len, spec.micro_batch_size, pool.gpus_per_slot)
+    spec.objective = objective
+    memory = estimate_memory(shape, method, spec.lora_r, seq_len, spec.micro_batch_size * sequences,
+                             pool.gpus_per_slot)
     return TrainingPlan(spec, explain(spec, {k: c.reason for k, c in automatic.items()}), memory,
                         pool.gpu_memory_gb)

@@ -1,210 +1,24 @@
-"""Supervised fine-tuning with TRL's SFTTrainer on the pre-tokenized dataset, resumable at any step.
+"""Supervised fine-tuning: TRL's SFTTrainer on ``input_ids`` and ``assistant_masks`` as the pre-flight wrote them.
 
-One call trains a job to the end or to a clean stop:
-- it resumes from the newest valid checkpoint under ``output_dir/checkpoints`` (a retried run finds it
-  without any change of config, because the directory is derived from the resolved spec);
-- checkpoints are committed atomically every ``save_steps`` and every ``save_minutes``;
-- a stop request (signal, orphaned process) saves a checkpoint at the next step and returns
-  ``outcome="interrupted"``;
-- a NaN/inf loss raises ``TrainingDiverged`` with advice; out of memory is retried once with half the
-  micro-batch and twice the accumulation, the same effective batch.
+The loss covers exactly the tokens the mask marks (the assistant's turns and their end-of-turn), so chat data
+trains on answers only and prompt/completion data on completions only.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import gc
-import math
-import os
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-
-from ftpipe.training import checkpoints
-from ftpipe.training.failures import OutOfMemory, TrainingDiverged
-from ftpipe.training.interrupts import StopRequest
 from ftpipe.training.spec import TrainJobSpec
 
-MetricsSink = Callable[[dict], None]
-Log = Callable[[str], None]
 
-COMPLETED = "completed"
-INTERRUPTED = "interrupted"
-
-
-@dataclass
-class TrainResult:
-    outcome: str
-    """``completed``, or ``interrupted`` when a stop request ended it early at a committed checkpoint."""
-    adapter_dir: str | None
-    steps: int
-    max_steps: int
-    train_loss: float
-    final_loss: float
-    trained_tokens: int
-    seconds: float
-    tokens_per_second: float
-    loss_history: list[tuple[int, float]]
-    """Every logged (step, loss) of the job, across the attempts it was resumed from."""
-    resumed_from: str | None
-    last_checkpoint: str | None
-    micro_batch_size: int
-    gradient_accumulation_steps: int
-    oom_retries: int
-    stop_reason: str | None = None
-
-
-def run_sft(spec: TrainJobSpec, sink: MetricsSink = lambda m: None, *, stop: StopRequest | None = None,
-            log: Log = lambda message: None, extra_callbacks: Sequence = ()) -> TrainResult:
-    area = checkpoints.CheckpointArea(Path(spec.output_dir) / "checkpoints")
-    main_process = is_main_process()
-    if main_process:
-        area.reset_staging()
-    attempt = spec
-    oom_retries = 0
-    while True:
-        resume = checkpoints.latest_valid(area, log, set_aside=main_process)
-        try:
-            result = _train(attempt, area, resume, sink, stop, log, extra_callbacks)
-        except Exception as exc:  # noqa: BLE001 - only out-of-memory is retried; everything else re-raises
-            if not _is_out_of_memory(exc):
-                raise
-            _release_memory()
-            if oom_retries or attempt.micro_batch_size == 1:
-                raise _out_of_memory(attempt, spec) from exc
-            attempt = dataclasses.replace(attempt, micro_batch_size=attempt.micro_batch_size // 2,
-                                          gradient_accumulation_steps=attempt.gradient_accumulation_steps * 2)
-            oom_retries += 1
-            log(f"out of memory; retrying with micro_batch_size={attempt.micro_batch_size} and "
-                f"gradient_accumulation_steps={attempt.gradient_accumulation_steps} (same effective batch)")
-            continue
-        result.oom_retries = oom_retries
-        return result
-
-
-def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | None, sink: MetricsSink,
-           stop: StopRequest | None, log: Log, extra_callbacks: Sequence) -> TrainResult:
+def build_sft_trainer(spec: TrainJobSpec, model, tokenizer, common_args: dict, callbacks: list, peft_config):
+    """(trainer, tokens per optimizer step)."""
     import polars as pl
-    import torch
     from datasets import Dataset
-    from transformers import AutoTokenizer, PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
-    from ftpipe.training.callbacks import (
-        CheckpointSchedule, CommitCheckpoints, Divergence, DivergenceGuard, MetricsToSink,
-    )
-    from ftpipe.training.methods import load_base_model, peft_config
-
     table = pl.read_parquet(spec.train_file, columns=["input_ids", "assistant_masks"])
-    n_tokens = int(table["input_ids"].list.len().sum())
-    dataset = Dataset.from_dict({
-        "input_ids": table["input_ids"].to_list(),
-        "assistant_masks": table["assistant_masks"].to_list(),
-    })
-    tokenizer = AutoTokenizer.from_pretrained(spec.base_model_path)
-    model = load_base_model(spec.base_model_path, spec.method, spec.qlora_compute_dtype)
-    on_gpu = torch.cuda.is_available()
-    config = SFTConfig(
-        output_dir=str(area.staging),  # committed out of staging by CommitCheckpoints
-        learning_rate=spec.learning_rate,
-        num_train_epochs=spec.epochs,
-        max_steps=spec.max_steps,
-        per_device_train_batch_size=spec.micro_batch_size,
-        gradient_accumulation_steps=spec.gradient_accumulation_steps,
-        max_length=spec.max_seq_len,
-        warmup_steps=spec.warmup_ratio,
-        lr_scheduler_type="cosine",
-        seed=spec.seed,
-        logging_steps=spec.logging_steps,
-        logging_nan_inf_filter=False,  # a NaN step must show as NaN, not as loss 0.0
-        save_strategy="steps",
-        save_steps=spec.save_steps,
-        save_total_limit=None,  # CommitCheckpoints keeps the newest keep_checkpoints *valid* ones
-        report_to=[],
-        use_cpu=not on_gpu,
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
-        activation_checkpointing=False,
-        ddp_find_unused_parameters=False,  # every LoRA weight takes part in every forward
-        **_sharding(spec),
-        dataloader_num_workers=0,
-        disable_tqdm=not spec.progress_bar,
-    )
-    tokens_per_step = n_tokens / max(1, len(dataset)) * spec.micro_batch_size * spec.gradient_accumulation_steps
-    divergence = Divergence()
-    schedule = CheckpointSchedule(spec.save_minutes, stop)
-    committer = CommitCheckpoints(area, spec.keep_checkpoints, divergence, log)
-    trainer = SFTTrainer(
-        model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
-        peft_config=peft_config(spec.method, spec.lora_r, spec.lora_alpha, spec.lora_dropout, spec.target_modules),
-        callbacks=[*extra_callbacks, DivergenceGuard(divergence), MetricsToSink(sink, tokens_per_step), schedule,
-                   committer],
-    )
-    trainer.remove_callback(PrinterCallback)  # the sink reports progress; raw log dicts on stdout are noise
-    if resume is not None:
-        log(f"resuming from {resume.name}")
-    start = time.monotonic()
-    start_step = checkpoints.step_of(resume) if resume else 0
-    output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    seconds = time.monotonic() - start
-    state = trainer.state
-    history = [(int(e["step"]), float(e["loss"])) for e in state.log_history if "loss" in e]
-    if divergence.happened:
-        raise TrainingDiverged.at(divergence.step, divergence.detail, spec.learning_rate, spec.tenant_overrides)
-    last = committer.last_committed or resume
-    trained_tokens = int(tokens_per_step * (state.global_step - start_step))
-    common = dict(
-        steps=state.global_step, max_steps=state.max_steps, train_loss=float(output.training_loss),
-        final_loss=history[-1][1] if history else float(output.training_loss), trained_tokens=trained_tokens,
-        seconds=seconds, tokens_per_second=trained_tokens / max(seconds, 1e-9), loss_history=history,
-        resumed_from=str(resume) if resume else None, last_checkpoint=str(last) if last else None,
-        micro_batch_size=spec.micro_batch_size, gradient_accumulation_steps=spec.gradient_accumulation_steps,
-        oom_retries=0,
-    )
-    if schedule.stopped_at is not None and state.global_step < state.max_steps:
-        return TrainResult(outcome=INTERRUPTED, adapter_dir=None, stop_reason=stop.reason if stop else None,
-                           **common)
-    adapter_dir = Path(spec.output_dir) / "adapter"
-    trainer.save_model(str(adapter_dir))
-    tokenizer.save_pretrained(str(adapter_dir))
-    if not math.isfinite(common["final_loss"]):
-        raise TrainingDiverged.at(state.global_step, f"loss={common['final_loss']}", spec.learning_rate,
-                                  spec.tenant_overrides)
-    return TrainResult(outcome=COMPLETED, adapter_dir=str(adapter_dir), **common)
-
-
-def _sharding(spec: TrainJobSpec) -> dict:
-    """Several processes: DDP replicates an adapter run; a full fine-tune shards weights and optimizer (FSDP)."""
-    if spec.method != "full" or int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        return {}
-    # FSDP2, resharding after each forward (full shard); layers are wrapped by the model's _no_split_modules.
-    return {"fsdp": True, "fsdp_config": {"reshard_after_forward": True}}
-
-
-def is_main_process() -> bool:
-    """Rank 0 of a torchrun launch, or the only process; it alone changes the checkpoint area."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _is_out_of_memory(exc: BaseException) -> bool:
-    import torch
-
-    return isinstance(exc, torch.OutOfMemoryError) or "CUDA out of memory" in str(exc)
-
-
-def _release_memory() -> None:
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _out_of_memory(attempt: TrainJobSpec, requested: TrainJobSpec) -> OutOfMemory:
-    tenant_set = [k for k in ("micro_batch_size", "max_seq_len") if k in requested.tenant_overrides]
-    advice = ["use method qlora: a 4-bit base needs about a quarter of the weight memory",
-              f"lower max_seq_len (now {attempt.max_seq_len}); the validation report shows the token p95"]
-    if tenant_set:
-        advice.insert(0, f"remove your {' and '.join(tenant_set)} override(s) and let the platform choose")
-    return OutOfMemory(f"out of GPU memory at micro_batch_size={attempt.micro_batch_size}, "
-                       f"max_seq_len={attempt.max_seq_len}", advice, caused_by_tenant=bool(tenant_set))
+    dataset = Dataset.from_dict({"input_ids": table["input_ids"].to_list(),
+                                 "assistant_masks": table["assistant_masks"].to_list()})
+    tokens_per_example = int(table["input_ids"].list.len().sum()) / max(1, table.height)
+    trainer = SFTTrainer(model=model, args=SFTConfig(**common_args), train_dataset=dataset,
+                         processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks)
+    return trainer, tokens_per_example * spec.micro_batch_size * spec.gradient_accumulation_steps

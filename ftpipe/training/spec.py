@@ -13,6 +13,11 @@ class TrainJobSpec:
     output_dir: str
     """Holds ``checkpoints/`` and the final ``adapter/``."""
     method: str = "lora"
+    objective: str = "sft"
+    """``sft`` on ``input_ids`` / ``assistant_masks``, or ``dpo`` on ``prompt_ids`` / ``chosen_ids`` / ``rejected_ids``."""
+    dpo_beta: float = 0.1
+    dpo_sft_weight: float = 1.0
+    """Weight of the chosen answer's NLL added to the DPO loss (RPO); 0 for pure DPO (``ftpipe.training.dpo``)."""
     learning_rate: float = 2e-3
     """Adapters on a tiny model need far more than TRL's 2e-5 default to move."""
     epochs: float = 3.0
@@ -49,7 +54,8 @@ class TrainJobSpec:
 OVERRIDABLE = {
     "learning_rate": float, "epochs": float, "max_steps": int, "micro_batch_size": int,
     "gradient_accumulation_steps": int, "max_seq_len": int, "lora_r": int, "lora_alpha": int,
-    "lora_dropout": float, "seed": int,
+    "lora_dropout": float, "seed": int, "dpo_beta": float,
+    "dpo_sft_weight": float,
 }
 
 

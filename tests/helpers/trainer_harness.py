@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
 from ftpipe.training.local import EXIT_INTERRUPTED
-from ftpipe.training.sft import INTERRUPTED, run_sft
+from ftpipe.training.runner import INTERRUPTED, run_training
 from ftpipe.training.spec import TrainJobSpec
 
 
@@ -55,7 +55,7 @@ def main() -> int:
     args = parser.parse_args()
     spec = TrainJobSpec.from_dict(json.loads(open(args.spec).read()))
     with stop_on_signals_and_orphaning(poll_seconds=0.2) as stop:
-        result = run_sft(spec, stop=stop, log=lambda m: print(m, file=sys.stderr, flush=True),
+        result = run_training(spec, stop=stop, log=lambda m: print(m, file=sys.stderr, flush=True),
                          extra_callbacks=[Faults(args)])
     with open(args.result, "w") as f:
         json.dump(dataclasses.asdict(result), f)

@@ -1,0 +1,62 @@
+"""Preference pairs for DPO, in the shapes tenants bring them, as (prompt, chosen, rejected) message lists.
+
+    prompt / chosen / rejected           strings (a one-turn prompt and two answers), or conversations:
+                                         ``prompt`` a list of messages, ``chosen`` / ``rejected`` lists of
+                                         assistant messages (TRL's conversational format)
+    input / preferred_output /           the hosted fine-tuning APIs' shape: ``input.messages`` is the prompt,
+    non_preferred_output                 the two outputs are lists of assistant messages
+"""
+
+from __future__ import annotations
+
+PREFERENCE_SHAPES = ("preference", "preference_api")
+
+
+class PairProblem(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _as_messages(value, role: str, field: str) -> list[dict]:
+    if isinstance(value, str):
+        return [{"role": role, "content": value}]
+    if isinstance(value, list) and all(isinstance(m, dict) for m in value):
+        return value
+    raise PairProblem(field, "must be a string or a list of messages with 'role' and 'content'")
+
+
+def to_pair(shape: str, data: dict) -> tuple[list[dict], list[dict], list[dict]]:
+    """(prompt, chosen, rejected); raises ``PairProblem`` naming the field at fault."""
+    if shape == "preference":
+        prompt = _as_messages(data["prompt"], "user", "prompt")
+        if data.get("system"):
+            prompt = [{"role": "system", "content": data["system"]}, *prompt]
+        chosen = _as_messages(data["chosen"], "assistant", "chosen")
+        rejected = _as_messages(data["rejected"], "assistant", "rejected")
+    elif shape == "preference_api":
+        source = data["input"]
+        if not isinstance(source, dict) or "messages" not in source:
+            raise PairProblem("input", "must be an object with 'messages'")
+        prompt = _as_messages(source["messages"], "user", "input.messages")
+        chosen = _as_messages(data["preferred_output"], "assistant", "preferred_output")
+        rejected = _as_messages(data["non_preferred_output"], "assistant", "non_preferred_output")
+    else:
+        raise ValueError(shape)
+    return prompt, chosen, rejected
+
+
+def pair_problem(shape: str, chosen: list[dict], rejected: list[dict]) -> str | None:
+    """What is wrong with the two answers, as ``field: message``; None when the pair can teach a preference."""
+    names = ("chosen", "rejected") if shape == "preference" else ("preferred_output", "non_preferred_output")
+    for name, answer in zip(names, (chosen, rejected)):
+        if not answer:
+            return f"{name}: empty"
+        if any(m.get("role") != "assistant" for m in answer):
+            return f"{name}: must hold assistant message(s) only"
+        if any(not isinstance(m.get("content"), str) or not m["content"].strip() for m in answer):
+            return f"{name}: empty content"
+    if [m["content"] for m in chosen] == [m["content"] for m in rejected]:
+        return f"{names[1]}: identical to {names[0]} (nothing to prefer)"
+    return None
