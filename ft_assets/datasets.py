@@ -198,7 +198,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     preflight.plan = plan.rows
     preflight.stats["estimated_memory_gb"] = round(plan.memory.total_gb, 3)
     for row in plan.rows:
-        context.log.info(f"plan: {row['name']}={row['value']:g} ({row['source']}: {row['reason']})")
+        context.log.info(f"plan: {row['name']}={row['shown']} ({row['source']}: {row['reason']})")
 
     check = validated_dataset["check"]
     report_md = report_markdown(check, f"{tenant}/{job}", preflight)

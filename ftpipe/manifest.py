@@ -33,7 +33,7 @@ class JobManifest(BaseModel):
     """``dpo`` needs preference pairs (prompt/chosen/rejected, or input/preferred_output/non_preferred_output)."""
     holdout_fraction: float = Field(default=0.1, gt=0.0, lt=0.5)
     min_examples: int = Field(default=100, ge=1)
-    hyperparameters: dict[str, float | int] = Field(default_factory=dict)
+    hyperparameters: dict[str, bool | int | float | str] = Field(default_factory=dict)
     quality_gates: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("dataset", "eval_dataset")
@@ -49,7 +49,13 @@ class JobManifest(BaseModel):
         unknown = sorted(set(value) - set(OVERRIDABLE))
         if unknown:
             raise ValueError(f"unknown hyperparameter(s) {unknown}; allowed: {sorted(OVERRIDABLE)}")
-        return {k: OVERRIDABLE[k](v) for k, v in value.items()}
+        converted = {}
+        for name, raw in value.items():
+            try:
+                converted[name] = OVERRIDABLE[name](raw)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"'{name}': {exc}") from None
+        return converted
 
 
 def parse_manifest(text: str | bytes, source: str = MANIFEST_NAME) -> JobManifest:

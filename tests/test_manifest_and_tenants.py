@@ -37,3 +37,16 @@ def test_unknown_tier_is_refused():
     with pytest.raises(ValueError, match="unknown tier 'gold'"):
         PlatformConfig.model_validate({"default_pool": "p", "pools": {"p": {"gpu": "cpu", "gpu_memory_gb": 8, "peak_tflops": 1}},
                                        "tiers": {"free": {"priority": 0}}, "tenants": {"a": {"tier": "gold"}}})
+
+
+def test_hyperparameters_are_typed_and_a_bad_value_names_the_field():
+    from ftpipe.manifest import ManifestError, parse_manifest
+
+    ok = parse_manifest(b"base_model: x\ndataset: t.jsonl\nmethod: qlora\n"
+                        b"hyperparameters: {qlora_compute_dtype: bfloat16, packing: true, epochs: 2}\n")
+    assert ok.hyperparameters == {"qlora_compute_dtype": "bfloat16", "packing": True, "epochs": 2.0}
+    for bad, message in [(b"{qlora_compute_dtype: int8}", "'qlora_compute_dtype': qlora_compute_dtype must be"),
+                         (b"{packing: 'no'}", "'packing': must be true or false"),
+                         (b"{epochs: lots}", "'epochs': could not convert")]:
+        with pytest.raises(ManifestError, match=message):
+            parse_manifest(b"base_model: x\ndataset: t.jsonl\nhyperparameters: " + bad + b"\n")

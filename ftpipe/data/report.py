@@ -44,7 +44,7 @@ def report_markdown(check: ExamplesCheck, title: str, preflight: Preflight | Non
         lines += ["## Pre-flight (rendered through the base model's chat template)", ""] + _table(preflight.stats)
     if preflight and preflight.plan:
         lines += ["## Training plan", "", "| hyperparameter | value | from | why |", "|---|---:|---|---|"]
-        lines += [f"| {r['name']} | {r['value']:g} | {r['source']} | {r['reason']} |" for r in preflight.plan] + [""]
+        lines += [f"| {r['name']} | {r['shown']} | {r['source']} | {r['reason']} |" for r in preflight.plan] + [""]
     if check.outcome.dataset_errors:
         lines += ["## Dataset errors", ""] + [f"- {e}" for e in check.outcome.dataset_errors] + [""]
     if errors:

@@ -19,6 +19,11 @@ def build_sft_trainer(spec: TrainJobSpec, model, tokenizer, common_args: dict, c
     dataset = Dataset.from_dict({"input_ids": table["input_ids"].to_list(),
                                  "assistant_masks": table["assistant_masks"].to_list()})
     tokens_per_example = int(table["input_ids"].list.len().sum()) / max(1, table.height)
-    trainer = SFTTrainer(model=model, args=SFTConfig(**common_args), train_dataset=dataset,
-                         processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks)
+    # With packing a micro-batch is that many rows of up to max_seq_len tokens, each holding whole examples
+    # (best-fit decreasing); position ids restart at each example, and attention stays within it.
+    args = SFTConfig(**common_args, packing=spec.packing, packing_strategy="bfd")
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=callbacks)
+    if spec.packing:
+        tokens_per_example = sum(len(ids) for ids in trainer.train_dataset["input_ids"]) / max(1, len(trainer.train_dataset))
     return trainer, tokens_per_example * spec.micro_batch_size * spec.gradient_accumulation_steps

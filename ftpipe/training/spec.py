@@ -25,6 +25,9 @@ class TrainJobSpec:
     micro_batch_size: int = 8
     gradient_accumulation_steps: int = 1
     max_seq_len: int = 512
+    packing: bool = False
+    """Best-fit-decreasing packing of whole examples into max_seq_len rows, padding-free, attention kept within
+    each example. Pays off with FlashAttention's variable-length kernels on a GPU; slower on the CPU."""
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.0
@@ -51,11 +54,23 @@ class TrainJobSpec:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _compute_dtype(value) -> str:
+    if value not in ("auto", "float32", "bfloat16", "float16"):
+        raise ValueError(f"qlora_compute_dtype must be auto, float32, bfloat16 or float16, not {value!r}")
+    return value
+
+
+def _flag(value) -> bool:
+    if isinstance(value, bool) or value in (0, 1):
+        return bool(value)
+    raise ValueError(f"must be true or false, not {value!r}")
+
+
 OVERRIDABLE = {
     "learning_rate": float, "epochs": float, "max_steps": int, "micro_batch_size": int,
     "gradient_accumulation_steps": int, "max_seq_len": int, "lora_r": int, "lora_alpha": int,
     "lora_dropout": float, "seed": int, "dpo_beta": float,
-    "dpo_sft_weight": float,
+    "dpo_sft_weight": float, "packing": _flag, "qlora_compute_dtype": _compute_dtype,
 }
 
 
@@ -79,5 +94,7 @@ def explain(spec: TrainJobSpec, automatic_reasons: dict[str, str]) -> list[dict]
             source, reason = "automatic", automatic_reasons[name]
         else:
             source, reason = "default", "platform default"
-        rows.append({"name": name, "value": getattr(spec, name), "source": source, "reason": reason})
+        value = getattr(spec, name)
+        shown = f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value).lower()
+        rows.append({"name": name, "value": value, "shown": shown, "source": source, "reason": reason})
     return rows
