@@ -3,20 +3,38 @@
 import json
 import shutil
 
-from dagster import AssetExecutionContext, MetadataValue, Output, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    MetadataValue,
+    Output,
+    asset,
+)
 
 from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, now_utc
+from ftpipe.catalog.serving import check_adapter
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, CatalogResource
+from resources import ArtifactStoreResource, BaseModelsResource, CatalogResource, PlatformResource
 
 SERVED_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
-@asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"duckdb"})
+@asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"duckdb"},
+       check_specs=[AssetCheckSpec("serving_compatible", asset="registered_adapter",
+                                   description="the serving fleet (vLLM) can load this adapter on its base model")])
 def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalog: CatalogResource,
-                       artifacts: ArtifactStoreResource) -> Output[dict]:
-    """Promoted when the tuned adapter beats the base on the held-out set; otherwise kept as a draft."""
+                       artifacts: ArtifactStoreResource, base_models: BaseModelsResource,
+                       platform: PlatformResource):
+    """Promoted when the tuned adapter beats the base on the held-out set and the serving fleet can load it;
+    otherwise kept as a draft, with the reasons."""
     tenant, job = eval_report["tenant"], eval_report["job"]
+    trained_on = eval_report["base_model"]
+    serving = check_adapter(eval_report["adapter_dir"], base_models.registry().resolve(trained_on["model_id"]),
+                            platform.config().serving, trained_on_digest=trained_on["digest"])
+    for problem in serving.problems:
+        context.log.warning(f"not servable: {problem}")
     adapter_id = AdapterRegistry.new_adapter_id(tenant, job)
     target = artifacts.layout().registry_dir(tenant, adapter_id)
     target.mkdir(parents=True)
@@ -28,7 +46,7 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
 
     holdout = next(r for r in eval_report["eval"]["rows"] if r["task"] == "holdout")
-    status = "promoted" if holdout["tuned"] > holdout["base"] else "draft"
+    status = "promoted" if holdout["tuned"] > holdout["base"] and serving.compatible else "draft"
     metrics = {f"{r['task']}_{r['metric']}_{side}": r[side] for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
     catalog.adapters().register(AdapterRecord(
         adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run_id,
@@ -37,8 +55,13 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
         method=eval_report["spec"]["method"], lora_rank=config.get("r"), path=str(target), metrics=metrics,
         status=status, created_at=now_utc(),
     ))
-    return Output(
-        {"adapter_id": adapter_id, "path": str(target), "status": status},
+    yield Output(
+        {"adapter_id": adapter_id, "path": str(target), "status": status, "serving_problems": serving.problems},
         metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),
                   "vllm_lora_module": f"{adapter_id}={target}", "lora_rank": config.get("r")},
+    )
+    yield AssetCheckResult(
+        check_name="serving_compatible", passed=serving.compatible, severity=AssetCheckSeverity.ERROR,
+        description="; ".join(serving.problems) or None,
+        metadata={"problems": MetadataValue.md("\n".join(f"- {p}" for p in serving.problems) or "none")},
     )

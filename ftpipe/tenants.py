@@ -7,6 +7,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ftpipe.catalog.serving import ServingProfile
+
 
 class TierConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -43,6 +45,7 @@ class PlatformConfig(BaseModel):
     pools: dict[str, PoolConfig]
     tiers: dict[str, TierConfig]
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
+    serving: ServingProfile = Field(default_factory=ServingProfile)
 
     @model_validator(mode="after")
     def _tiers_exist(self) -> "PlatformConfig":

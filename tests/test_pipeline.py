@@ -37,6 +37,8 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
         assert adapter_meta["final_loss"].value < adapter_meta["train_loss"].value * 2
         assert "data:image/png;base64," in adapter_meta["loss_curve"].value
         assert adapter_meta["tokens_per_second"].value > 0
+        (serving,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "serving_compatible"]
+        assert serving.passed
 
     (record,) = local_resources["catalog"].adapters().list("acme")
     assert record.run_id == run.run_id and record.base_digest == tiny_model.digest
@@ -172,3 +174,17 @@ def test_sft_manifest_over_preference_pairs_is_refused_before_training(local_res
         error_class, reason = failure_reason(instance, run)
     assert error_class == "user"
     assert "pairs.jsonl line 1 is a preference pair ('preference'): set 'objective: dpo'" in reason
+
+
+def test_an_adapter_the_serving_fleet_cannot_load_stays_a_draft(local_resources):
+    store = local_resources["landing"].store()
+    rows = synthetic.to_jsonl(synthetic.acme_support(150)).encode()
+    submit_job(store, "acme", "dora-v1", {"train.jsonl": rows},
+               default_manifest("train.jsonl", method="dora", hyperparameters={"epochs": 4}))
+    with instance_for_test() as instance:
+        result, run = _run(instance, local_resources, "acme", "dora-v1")
+        assert run.status == DagsterRunStatus.SUCCESS  # the gate keeps the adapter back; the run did its work
+        (serving,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "serving_compatible"]
+        assert not serving.passed and "DoRA adapters are not served" in serving.description
+    (record,) = local_resources["catalog"].adapters().list("acme")
+    assert record.status == "draft" and record.method == "dora"

@@ -49,6 +49,17 @@ def count_parameters(path: Path) -> int:
     return total
 
 
+def tokenizer_digests(path: str | Path) -> tuple[str, str]:
+    """(tokenizer digest, chat-template digest) of a model or adapter directory; "" where it has none."""
+    path = Path(path)
+    tok_file = path / "tokenizer.json"
+    template_file = path / "chat_template.jinja"
+    template = template_file.read_text() if template_file.exists() else ""
+    if not template and (path / "tokenizer_config.json").exists():
+        template = json.loads((path / "tokenizer_config.json").read_text()).get("chat_template") or ""
+    return (file_sha256(tok_file) if tok_file.exists() else "", text_sha256(template) if template else "")
+
+
 def _local_digests(path: Path) -> dict:
     """Digests of a saved model directory, cached beside it (model files are immutable once written)."""
     cached = path / _DIGEST_FILE
@@ -57,15 +68,11 @@ def _local_digests(path: Path) -> dict:
         if "num_parameters" in digests:
             return digests
     names = [p.name for p in path.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES and p.name != _DIGEST_FILE]
-    tok_file = path / "tokenizer.json"
-    template_file = path / "chat_template.jinja"
-    template = template_file.read_text() if template_file.exists() else ""
-    if not template and (path / "tokenizer_config.json").exists():
-        template = json.loads((path / "tokenizer_config.json").read_text()).get("chat_template") or ""
+    tokenizer_digest, chat_template_digest = tokenizer_digests(path)
     digests = {
         "digest": tree_sha256(path, names),
-        "tokenizer_digest": file_sha256(tok_file) if tok_file.exists() else "",
-        "chat_template_digest": text_sha256(template) if template else "",
+        "tokenizer_digest": tokenizer_digest,
+        "chat_template_digest": chat_template_digest,
         "num_parameters": count_parameters(path),
     }
     try:
