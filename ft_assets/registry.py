@@ -46,6 +46,11 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
 
     holdout = next(r for r in eval_report["eval"]["rows"] if r["task"] == "holdout")
+    smoke = eval_report["eval"].get("smoke", {})
+    if not smoke.get("passed", False):
+        serving.problems.append("smoke generation failed: " + (
+            "the adapter does not change the base model's answers" if not smoke.get("differs")
+            else "the tuned model does not stop at the end-of-turn token"))
     status = "promoted" if holdout["tuned"] > holdout["base"] and serving.compatible else "draft"
     metrics = {f"{r['task']}_{r['metric']}_{side}": r[side] for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
     catalog.adapters().register(AdapterRecord(

@@ -49,6 +49,9 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
     assert json.loads((served / "adapter_config.json").read_text())["base_model_name_or_path"] == "ftpipe/tiny-llama"
     report = store.read_bytes(results_key("acme", "support-v1", "eval_report.md")).decode()
     assert "| holdout | exact_match |" in report
+    smoke = json.loads(store.read_bytes(results_key("acme", "support-v1", "eval_report.json")))["smoke"]
+    assert smoke["passed"] and all(s["tuned_stopped"] for s in smoke["samples"])
+    assert "Smoke generation" in report
     validation = store.read_bytes(results_key("acme", "support-v1", "validation.md")).decode()
     assert "Validation passed" in validation
     assert "| epochs | 4 | manifest | set by the tenant |" in validation  # the plan the trainer ran

@@ -78,3 +78,14 @@ def test_a_full_model_is_not_an_adapter(tiny_model, tmp_path):
     shutil.copytree(tiny_model.path, tmp_path / "full")
     assert check_adapter(tmp_path / "full", tiny_model, ServingProfile()).problems[0].startswith(
         "no adapter_config.json")
+
+
+def test_smoke_generation_catches_an_inert_adapter(tiny_model, tmp_path):
+    from ftpipe import synthetic
+    from ftpipe.evaluation.smoke import smoke_generation
+
+    prompts = [conversation[:2] for conversation in synthetic.acme_support(2, seed=11)]
+    inert = smoke_generation(tiny_model.path, str(_adapter(tiny_model, tmp_path / "inert", trained=False)), prompts)
+    assert not inert.differs and not inert.passed
+    assert [s["base"] for s in inert.samples] == [s["tuned"] for s in inert.samples]
+    assert "| prompt | base | tuned | stopped |" in inert.to_markdown()

@@ -54,6 +54,12 @@ def _write_docs(task_dir: Path, task_name: str, docs: list[dict]) -> Path:
     return data_file
 
 
+def _local_json_task(task_name: str, data_file: Path) -> dict:
+    """The part of an lm-eval task config that reads a local JSONL file as its test split, offline."""
+    return {"task": task_name, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data_file)}},
+            "test_split": "test", "doc_to_text": "{{prompt}}", "metadata": {"version": 1.0}}
+
+
 def _main_system(docs: list[dict]) -> str:
     systems = Counter(d["system"] for d in docs)
     return systems.most_common(1)[0][0] if systems else ""
@@ -63,17 +69,12 @@ def write_preference_task(task_dir: str | Path, task_name: str, docs: list[dict]
     """Write the multiple-choice task and return the system instruction most held-out pairs use."""
     data_file = _write_docs(Path(task_dir), task_name, docs)
     task = {
-        "task": task_name,
-        "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": str(data_file)}},
-        "test_split": "test",
+        **_local_json_task(task_name, data_file),
         "output_type": "multiple_choice",
-        "doc_to_text": "{{prompt}}",
         "doc_to_choice": "choices",
         "doc_to_target": "gold",
         "target_delimiter": "",
         "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
-        "metadata": {"version": 1.0},
     }
     (Path(task_dir) / f"{task_name}.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     return _main_system(docs)
@@ -84,19 +85,14 @@ def write_holdout_task(task_dir: str | Path, task_name: str, docs: list[dict], m
     task_dir = Path(task_dir)
     data_file = _write_docs(task_dir, task_name, docs)
     task = {
-        "task": task_name,
-        "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": str(data_file)}},
-        "test_split": "test",
+        **_local_json_task(task_name, data_file),
         "output_type": "generate_until",
-        "doc_to_text": "{{prompt}}",
         "doc_to_target": "{{target}}",
         # With a chat template the answer starts a fresh assistant turn: no delimiter before it.
         "target_delimiter": "",
         "generation_kwargs": {"until": [EOS], "do_sample": False, "max_gen_toks": max_gen_toks},
         "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True,
                          "ignore_case": True, "ignore_punctuation": False}],
-        "metadata": {"version": 1.0},
     }
     (task_dir / f"{task_name}.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     return _main_system(docs)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 from dagster_pipes import open_dagster_pipes
 
 from ftpipe.evaluation.compare import compare_base_and_tuned
+from ftpipe.evaluation.smoke import smoke_generation
+
+SMOKE_PROMPTS = 3
+
+
+def _last_assistant(messages: list[dict]) -> int:
+    return max(i for i, m in enumerate(messages) if m["role"] == "assistant")
 
 
 def main() -> None:
@@ -26,7 +34,14 @@ def main() -> None:
             work_dir=pipes.get_extra("work_dir"),
             holdout_pairs=pairs,
         )
-        metadata = {"report": {"raw_value": report.to_markdown(), "type": "md"}, "n_holdout": report.n_holdout}
+        prompts = [p for p, _, _ in pairs] if pairs else [c[:_last_assistant(c)] for c in conversations]
+        prompts = [p for p in prompts if any(m["role"] == "user" for m in p)][:SMOKE_PROMPTS]
+        smoke = smoke_generation(pipes.get_extra("base_model_path"), pipes.get_extra("adapter_dir"), prompts)
+        pipes.log.info(f"smoke generation: differs from base={smoke.differs}, stops at end of turn={smoke.stops}")
+        report_file = Path(pipes.get_extra("work_dir")) / "eval_report.json"
+        report_file.write_text(json.dumps({**json.loads(report_file.read_text()), "smoke": smoke.to_dict()}, indent=2))
+        metadata = {"report": {"raw_value": report.to_markdown() + "\n\n" + smoke.to_markdown(), "type": "md"},
+                    "n_holdout": report.n_holdout, "smoke_passed": smoke.passed}
         for row in report.rows:
             metadata[f"{row.task}_{row.metric}_base"] = row.base
             metadata[f"{row.task}_{row.metric}_tuned"] = row.tuned
