@@ -31,6 +31,7 @@ from ftpipe.training.plan import plan_training
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import ArtifactStoreResource, BaseModelsResource, LandingZoneResource, PlatformResource
+from sensors.run_tags import POOL_TAG
 
 
 def _user_failure(store, tenant: str, job: str, message: str) -> Failure:
@@ -187,14 +188,16 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         tmp.replace(cache_file)
     stats_table = pl.read_parquet(cache_file, columns=["source_file", "line", "n_tokens", "n_trainable", "learns_eos"])
     config = platform.config()
-    pool = config.pools[config.default_pool]
+    # The pool admission routed the job to (a run launched by hand has the default pool's tag).
+    pool_name = context.run.tags.get(POOL_TAG, config.default_pool)
+    pool = config.pools[pool_name]
     try:
         plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
                              hyperparameters, str(cache_file), stats_table.height,
                              int(stats_table["n_tokens"].max() or 0), pool)
     except DoesNotFit as exc:
         raise _user_failure(store, tenant, job, f"manifest.yaml: {exc}") from None
-    preflight = run_preflight(stats_table, max_len, plan.spec.epochs, base.num_parameters, config.default_pool, pool)
+    preflight = run_preflight(stats_table, max_len, plan.spec.epochs, base.num_parameters, pool_name, pool)
     preflight.plan = plan.rows
     preflight.stats["estimated_memory_gb"] = round(plan.memory.total_gb, 3)
     for row in plan.rows:
@@ -209,7 +212,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
 
     yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,
-         "spec": plan.spec.to_dict(), "pool": config.default_pool},
+         "spec": plan.spec.to_dict(), "pool": pool_name},
         metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
                   "report": MetadataValue.md(report_md)},
     )

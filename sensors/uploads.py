@@ -3,6 +3,11 @@
 The manifest is written last, so its arrival is the submission. The cursor remembers the version of each
 manifest already queued, so the same manifest seen again requests nothing, while a re-submitted (changed)
 manifest queues a new run. Run keys carry the version too, as a second guard inside Dagster itself.
+
+Admission routes each job to the smallest pool whose slot fits its memory estimate (``ftpipe.routing``); a
+job that fits no pool is refused here, with the estimate, and never queues. A manifest that does not parse,
+or names an unknown base model, is admitted to the default pool: its run fails at once on that error and
+tells the tenant, as every other input error does.
 """
 
 import json
@@ -10,17 +15,23 @@ import json
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, sensor
 
 from ft_assets.jobs import finetune_job
+from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.landing import TENANTS_PREFIX, match_manifest_key, results_key
+from ftpipe.manifest import ManifestError, parse_manifest
 from ftpipe.objectstore import ObjectExists
+from ftpipe.routing import route
+from ftpipe.tenants import PlatformConfig
+from ftpipe.training.memory import ModelShape
+from ftpipe.training.spec import TrainJobSpec
 from partitions.keys import InvalidName, partition_key
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import LandingZoneResource, PlatformResource
-from sensors.run_tags import MANIFEST_VERSION_TAG, run_tags
+from resources import BaseModelsResource, LandingZoneResource, PlatformResource
+from sensors.run_tags import MANIFEST_VERSION_TAG, POOL_TAG, run_tags
 
 
 @sensor(job=finetune_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
-def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource,
-                  platform: PlatformResource) -> SensorResult:
+def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource, platform: PlatformResource,
+                  base_models: BaseModelsResource) -> SensorResult:
     store = landing.store()
     config = platform.config()
     known = set(context.instance.get_dynamic_partitions(tenant_jobs_partitions.name))
@@ -44,18 +55,46 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
         if seen.get(key) == obj.version:
             continue
         seen[key] = obj.version
+        pool, refusal = _admit(store.read_bytes(obj.key), obj.key, config, base_models)
+        if refusal:
+            _reject(store, tenant, job, refusal)
+            context.log.warning(f"refused {key}: {refusal}")
+            continue
         if key not in known and key not in new_keys:
             new_keys.append(key)
         requests.append(RunRequest(
             run_key=f"{key}@{obj.version}",
             partition_key=key,
-            tags={**run_tags(config, tenant, job), MANIFEST_VERSION_TAG: obj.version},
+            tags={**run_tags(config, tenant, job), POOL_TAG: pool, MANIFEST_VERSION_TAG: obj.version},
         ))
     return SensorResult(
         cursor=json.dumps(seen, sort_keys=True),
         run_requests=requests,
         dynamic_partitions_requests=[tenant_jobs_partitions.build_add_request(new_keys)] if new_keys else [],
     )
+
+
+def _admit(manifest_bytes: bytes, source: str, config: PlatformConfig,
+           base_models: BaseModelsResource) -> tuple[str, str | None]:
+    """(pool, None) for a job to queue, or (None, why) for a job no pool can run."""
+    try:
+        manifest = parse_manifest(manifest_bytes, source=source)
+        base = base_models.registry().resolve(manifest.base_model)
+    except (ManifestError, BaseModelNotFound):
+        return config.default_pool, None
+    hyperparameters = manifest.hyperparameters
+    decision = route(config, ModelShape.from_pretrained_dir(base.path, base.num_parameters), manifest.method,
+                     manifest.objective, int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len)),
+                     lora_r=int(hyperparameters["lora_r"]) if "lora_r" in hyperparameters else None)
+    if decision.pool is None:
+        return None, decision.refusal()
+    return decision.pool, None
+
+
+def _reject(store, tenant: str, job: str, reason: str) -> None:
+    """The results area is the platform's: a refusal of a re-submitted manifest replaces the earlier one."""
+    store.write_bytes(results_key(tenant, job, "rejected.md"), f"# Job rejected\n\n{reason}\n".encode(),
+                      overwrite=True)
 
 
 def _reject_once(store, tenant: str, job: str, reason: str) -> None:

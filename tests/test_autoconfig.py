@@ -27,7 +27,8 @@ def test_the_tiny_model_gets_the_settings_that_train_it(tiny_model):
     assert (spec.micro_batch_size, spec.gradient_accumulation_steps) == (8, 1)
     automatic = {r["name"] for r in plan.rows if r["source"] == "automatic"}
     assert automatic == {"learning_rate", "lora_r", "lora_alpha", "epochs", "micro_batch_size",
-                         "gradient_accumulation_steps"}
+                         "gradient_accumulation_steps", "activation_checkpointing"}
+    assert spec.activation_checkpointing is False  # 0.8M parameters fit without recomputation
 
 
 def test_manifest_values_win_and_are_reported_as_the_tenants(tiny_model):

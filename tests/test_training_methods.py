@@ -87,3 +87,15 @@ def test_qlora_gradients_match_a_full_precision_reference_after_an_eval_forward(
     assert len(qgrads) == len(qlayers) > 0
     for name, grad in qgrads.items():
         assert torch.allclose(grad, rgrads[name], rtol=1e-3, atol=1e-6), name
+
+
+def test_activation_checkpointing_trains_the_same_adapter(tiny_model, sft_train_file, tmp_path):
+    """Chosen by the plan only when memory needs it; recomputation must not change what is learned."""
+    runs = []
+    for checkpointing in (False, True):
+        spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]),
+                            output_dir=str(tmp_path / str(checkpointing)), max_steps=10, logging_steps=1,
+                            save_steps=10**6, activation_checkpointing=checkpointing)
+        runs.append(run_training(spec).loss_history)
+    assert len(runs[0]) == len(runs[1]) == 10
+    assert max(abs(a - b) for (_, a), (_, b) in zip(*runs)) < 1e-5

@@ -1,10 +1,12 @@
+import os
+
 import boto3
 import pytest
 from dagster import SensorResult, build_sensor_context, instance_for_test
 
 from ftpipe.landing import manifest_key, results_key
 from ftpipe_cli.submit import default_manifest, submit_job
-from resources import LandingZoneResource, PlatformResource
+from resources import BaseModelsResource, LandingZoneResource, PlatformResource
 from sensors.uploads import upload_sensor
 
 
@@ -17,7 +19,8 @@ def landing(request, tmp_path) -> LandingZoneResource:
 
 
 def _tick(instance, landing, platform_file, cursor=None) -> SensorResult:
-    resources = {"landing": landing, "platform": PlatformResource(tenants_file=str(platform_file))}
+    resources = {"landing": landing, "platform": PlatformResource(tenants_file=str(platform_file)),
+                 "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"])}
     return upload_sensor(build_sensor_context(instance=instance, resources=resources, cursor=cursor))
 
 
@@ -80,3 +83,20 @@ def test_sensor_sees_uploads_made_with_plain_boto3(s3_endpoint, s3_bucket, platf
     with instance_for_test() as instance:
         result = _tick(instance, landing, platform_file)
     assert [r.partition_key for r in result.run_requests] == ["acme__j1"]
+
+
+def test_a_job_that_fits_no_pool_is_refused_with_its_estimate_and_never_queues(landing, tmp_path):
+    small = tmp_path / "small-pools.yaml"
+    small.write_text("default_pool: tiny-gpu\n"
+                     "pools:\n  tiny-gpu: {gpu: T4, gpu_memory_gb: 1, peak_tflops: 65}\n"
+                     "tiers:\n  premium: {priority: 10}\ntenants:\n  acme: {tier: premium}\n")
+    store = landing.store()
+    _submit(store, "acme", "too-big")
+    with instance_for_test() as instance:
+        result = _tick(instance, landing, small)
+        assert result.run_requests == [] and result.dynamic_partitions_requests == []
+        again = _tick(instance, landing, small, cursor=result.cursor)
+        assert again.run_requests == []  # refused once, not re-evaluated every tick
+    reason = store.read_bytes(results_key("acme", "too-big", "rejected.md")).decode()
+    assert "the job fits no GPU pool: tiny-gpu: lora of a 0.000843B-parameter model at 512 tokens" in reason
+    assert "needs 1.5 GB per GPU even at micro-batch 1 with activation checkpointing; the pool's GPUs have 1 GB" in reason

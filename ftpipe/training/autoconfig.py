@@ -8,7 +8,8 @@ shows which values came from where.
 - LoRA rank by model size: 16 below 10B parameters, 32 below 40B, 64 above; alpha = 2 x rank;
 - the effective batch: 16 examples, or fewer so that an epoch has at least 10 optimizer steps;
 - micro-batch: the largest power of two up to the effective batch whose memory estimate fits 90% of one
-  GPU of the pool; gradient accumulation makes up the rest of the effective batch;
+  GPU of the pool; gradient accumulation makes up the rest of the effective batch; activation checkpointing
+  (about a third more compute) only when not even a micro-batch of one fits without it;
 - epochs by dataset size: 3 below 1,000 examples, 2 below 10,000, then 1.
 """
 
@@ -73,15 +74,19 @@ def auto_hyperparameters(shape: ModelShape, method: str, n_examples: int, seq_le
     budget = gpu_memory_gb * MEMORY_HEADROOM
     per_gpu = max(1, effective // gpus)
     micro = per_gpu
-    def need_at(micro_batch: int):
-        return estimate_memory(shape, method, rank, seq_len, micro_batch * sequences_per_example, gpus)
+    def need_at(micro_batch: int, checkpointing: bool):
+        return estimate_memory(shape, method, rank, seq_len, micro_batch * sequences_per_example, gpus, checkpointing)
 
-    while micro > 1 and need_at(micro).total_gb > budget:
+    checkpointing = need_at(1, False).total_gb > budget
+    while micro > 1 and need_at(micro, checkpointing).total_gb > budget:
         micro //= 2
-    need = need_at(micro)
+    need = need_at(micro, checkpointing)
     if need.total_gb > budget:
         raise DoesNotFit(f"{method} of a {shape.num_parameters / 1e9:.3g}B-parameter model at {seq_len} tokens needs "
-                         f"{need.total_gb:.1f} GB per GPU even at micro-batch 1; the pool's GPUs have {gpu_memory_gb:g} GB")
+                         f"{need.total_gb:.1f} GB per GPU even at micro-batch 1 with activation checkpointing; "
+                         f"the pool's GPUs have {gpu_memory_gb:g} GB")
+    chosen["activation_checkpointing"] = Choice(
+        checkpointing, "needed to fit micro-batch 1" if checkpointing else "not needed: everything fits without")
     accumulation = max(1, per_gpu // micro)
     chosen["micro_batch_size"] = Choice(micro, f"largest that fits {budget:.3g} GB ({need.total_gb:.3g} GB estimated)")
     chosen["gradient_accumulation_steps"] = Choice(

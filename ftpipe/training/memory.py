@@ -7,8 +7,9 @@ An estimate, deliberately on the safe side, from the model's shape (``config.jso
   a full fine-tune keeps its bf16 weights besides); FSDP shards a full fine-tune's state over the slot's
   GPUs, DDP replicates an adapter's;
 - activations without recomputation, with a fused (flash / SDPA) attention kernel: 34 bytes per token per
-  hidden unit per layer (Korthikanti et al., 2022), plus the logits in bf16 and their fp32 loss copy and
-  gradient (10 bytes per vocabulary entry per token);
+  hidden unit per layer (Korthikanti et al., 2022); with activation checkpointing only each layer's bf16
+  input is kept (2 bytes) and one layer's activations are live at a time; plus the logits in bf16 and their
+  fp32 loss copy and gradient (10 bytes per vocabulary entry per token);
 - a fixed 1.5 GB for the CUDA context and kernels, and 10% for allocator fragmentation.
 """
 
@@ -82,7 +83,7 @@ class MemoryEstimate:
 
 
 def estimate_memory(shape: ModelShape, method: str, lora_rank: int, seq_len: int, micro_batch: int,
-                    gpus: int = 1) -> MemoryEstimate:
+                    gpus: int = 1, checkpointing: bool = False) -> MemoryEstimate:
     """Per-GPU memory of one training process."""
     if method == "full":
         weights = shape.num_parameters * 2 / gpus
@@ -98,8 +99,9 @@ def estimate_memory(shape: ModelShape, method: str, lora_rank: int, seq_len: int
             trainable += shape.layers * sum(out for _, out in shape.linear_shapes())  # magnitude vectors
         state = trainable * TRAINABLE_BYTES_PER_PARAM
     tokens = seq_len * micro_batch
-    activations = (tokens * shape.hidden * shape.layers * ACTIVATION_BYTES_PER_TOKEN_HIDDEN_LAYER
-                   + tokens * shape.vocab * LOGIT_BYTES_PER_TOKEN_VOCAB)
+    per_layer = tokens * shape.hidden * ACTIVATION_BYTES_PER_TOKEN_HIDDEN_LAYER
+    layers = tokens * shape.hidden * shape.layers * 2 + per_layer if checkpointing else per_layer * shape.layers
+    activations = layers + tokens * shape.vocab * LOGIT_BYTES_PER_TOKEN_VOCAB
     body = (weights + state + activations) / GB
     return MemoryEstimate(weights / GB, state / GB, activations / GB,
                           CONTEXT_GB + body * (FRAGMENTATION - 1))

@@ -40,6 +40,6 @@ def plan_training(base_model_path: str, num_parameters: int, method: str, object
     spec = resolve_spec(base_model_path, train_file, method, overrides, {k: c.value for k, c in automatic.items()})
     spec.objective = objective
     memory = estimate_memory(shape, method, spec.lora_r, seq_len, spec.micro_batch_size * sequences,
-                             pool.gpus_per_slot)
+                             pool.gpus_per_slot, spec.activation_checkpointing)
     return TrainingPlan(spec, explain(spec, {k: c.reason for k, c in automatic.items()}), memory,
                         pool.gpu_memory_gb)

@@ -116,7 +116,7 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
         report_to=[],
         use_cpu=not on_gpu,
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
-        activation_checkpointing=False,
+        activation_checkpointing=spec.activation_checkpointing,
         ddp_find_unused_parameters=False,  # every LoRA weight takes part in every forward
         dataloader_num_workers=0,
         disable_tqdm=not spec.progress_bar,

@@ -26,6 +26,8 @@ class TrainJobSpec:
     gradient_accumulation_steps: int = 1
     max_seq_len: int = 512
     packing: bool = False
+    activation_checkpointing: bool = False
+    """Recompute activations in the backward pass: about a third more compute for far less memory."""
     """Best-fit-decreasing packing of whole examples into max_seq_len rows, padding-free, attention kept within
     each example. Pays off with FlashAttention's variable-length kernels on a GPU; slower on the CPU."""
     lora_r: int = 16
@@ -70,7 +72,8 @@ OVERRIDABLE = {
     "learning_rate": float, "epochs": float, "max_steps": int, "micro_batch_size": int,
     "gradient_accumulation_steps": int, "max_seq_len": int, "lora_r": int, "lora_alpha": int,
     "lora_dropout": float, "seed": int, "dpo_beta": float,
-    "dpo_sft_weight": float, "packing": _flag, "qlora_compute_dtype": _compute_dtype,
+    "dpo_sft_weight": float, "packing": _flag,
+    "activation_checkpointing": _flag, "qlora_compute_dtype": _compute_dtype,
 }
 
 
