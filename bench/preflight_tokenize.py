@@ -29,7 +29,6 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     args = parser.parse_args()
 
-    import polars as pl
     from transformers import AutoTokenizer
 
     from bench.validate import write_rows

@@ -38,9 +38,10 @@ def job_statuses(instance: DagsterInstance, registry: AdapterRegistry, tenant: s
             row.reason = f"[{error_class}] {reason}"
         if run.run_id in adapters:
             a = adapters[run.run_id]
-            base, tuned = a.metrics.get("holdout_exact_match_base"), a.metrics.get("holdout_exact_match_tuned")
-            if base is not None:
-                row.metric = f"exact_match {base:.2f} -> {tuned:.2f}"
+            for metric in ("exact_match", "preference_accuracy"):  # SFT, DPO
+                base, tuned = a.metrics.get(f"holdout_{metric}_base"), a.metrics.get(f"holdout_{metric}_tuned")
+                if base is not None:
+                    row.metric = f"{metric} {base:.2f} -> {tuned:.2f}"
             row.adapter = f"{a.path} ({a.status})"
         latest[(row.tenant, row.job)] = row
     return list(latest.values())
@@ -51,7 +52,10 @@ def format_table(rows: list[JobStatus], width: int = 100) -> str:
     body = [[r.tenant, r.job, r.status, r.metric or "-", r.adapter or r.reason or "-"] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
     widths[-1] = min(widths[-1], width)
-    fmt = lambda cells: "  ".join(c[:w].ljust(w) for c, w in zip(cells, widths))
+
+    def fmt(cells):
+        return "  ".join(c[:w].ljust(w) for c, w in zip(cells, widths))
+
     out = [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(b) for b in body]
     for r in rows:  # the full failure reason, which the table may cut
         if r.reason and len(r.reason) > widths[-1]:

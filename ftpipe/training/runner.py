@@ -57,7 +57,7 @@ class TrainResult:
 
 
 def run_training(spec: TrainJobSpec, sink: MetricsSink = lambda m: None, *, stop: StopRequest | None = None,
-            log: Log = lambda message: None, extra_callbacks: Sequence = ()) -> TrainResult:
+                 log: Log = lambda message: None, extra_callbacks: Sequence = ()) -> TrainResult:
     area = checkpoints.CheckpointArea(Path(spec.output_dir) / "checkpoints")
     main_process = is_main_process()
     if main_process:
