@@ -170,8 +170,9 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         raise _user_failure(store, tenant, job, f"manifest.yaml: field 'base_model': {exc}") from None
     hyperparameters = manifest["hyperparameters"]
     max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
+    # Packing happens when training reads the cache, so packed and unpacked jobs share one entry.
     cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
-                        base.chat_template_digest, max_len, "packing=False", manifest["objective"])
+                        base.chat_template_digest, max_len, manifest["objective"])
     cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
     hit = cache_file.exists()
     if not hit:

@@ -5,21 +5,25 @@ from dagster import Definitions
 from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.evaluation import eval_report
 from ft_assets.jobs import finetune_job
+from ft_assets.lifecycle import adapter_lifecycle, adapter_retention, retention_schedule
 from ft_assets.registry import registered_adapter
+from ft_assets.serving import refresh_serving_job, serving_schedule, vllm_serving_config
 from ft_assets.training import adapter
 from resources import resources_from_env
 from sensors.failures import resume_failed_runs
 from sensors.uploads import upload_sensor
 
-ASSETS = [raw_dataset, validated_dataset, tokenized_dataset, adapter, eval_report, registered_adapter]
+ASSETS = [raw_dataset, validated_dataset, tokenized_dataset, adapter, eval_report, registered_adapter,
+          vllm_serving_config]
 
 
 def build_defs(resources: dict | None = None) -> Definitions:
     """The project's definitions, with resources from the environment unless given (tests pass their own)."""
     return Definitions(
         assets=ASSETS,
-        jobs=[finetune_job],
+        jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention],
         sensors=[upload_sensor, resume_failed_runs],
+        schedules=[serving_schedule, retention_schedule],
         resources=resources if resources is not None else resources_from_env(),
     )
 

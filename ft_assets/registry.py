@@ -13,6 +13,7 @@ from dagster import (
     asset,
 )
 
+from ft_assets.serving import refresh_serving_files
 from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, now_utc
 from ftpipe.catalog.serving import check_adapter
 from partitions.tenant_jobs import tenant_jobs_partitions
@@ -44,6 +45,8 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     config = json.loads((target / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = eval_report["base_model"]["model_id"]
     (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
+    for name in SERVED_FILES:
+        (target / name).chmod(0o444)  # a registered adapter never changes; a new fine-tune is a new adapter
 
     holdout = next(r for r in eval_report["eval"]["rows"] if r["task"] == "holdout")
     smoke = eval_report["eval"].get("smoke", {})
@@ -60,6 +63,8 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
         method=eval_report["spec"]["method"], lora_rank=config.get("r"), path=str(target), metrics=metrics,
         status=status, created_at=now_utc(),
     ))
+    if status == "promoted":
+        refresh_serving_files(catalog, artifacts)  # the fleet's --lora-modules list includes it from now on
     yield Output(
         {"adapter_id": adapter_id, "path": str(target), "status": status, "serving_problems": serving.problems},
         metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),

@@ -64,6 +64,23 @@ def cmd_status(args) -> int:
     return 0
 
 
+def cmd_adapters(args) -> int:
+    from ftpipe_cli.adapters import format_adapters
+
+    print(format_adapters(_resources()["catalog"].adapters().list(args.tenant)))
+    return 0
+
+
+def cmd_set_status(args) -> int:
+    from ftpipe_cli.adapters import change_status
+
+    res = _resources()
+    record = change_status(res["catalog"].adapters(), args.adapter_id, args.status, res["base_models"].registry(),
+                           res["platform"].config().serving, Path(res["artifacts"].root) / "serving")
+    print(f"{record.adapter_id}: {record.status}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from ftpipe_cli.demo import DemoScale, run_demo
     from ftpipe_cli.status import format_table
@@ -107,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("status", help="list jobs and their state")
     p.add_argument("--tenant")
     p.set_defaults(func=cmd_status)
+    p = sub.add_parser("adapters", help="list registered adapters")
+    p.add_argument("--tenant")
+    p.set_defaults(func=cmd_adapters)
+    for name, status, text in (("promote", "promoted", "serve an adapter (re-checks that vLLM can load it)"),
+                               ("deprecate", "deprecated", "stop serving an adapter; deleted after the grace period")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("adapter_id")
+        p.set_defaults(func=cmd_set_status, status=status)
     p = sub.add_parser("demo", help="seed three tenants, run their jobs through the daemon, print the outcome")
     p.add_argument("--timeout", type=float, default=900)
     p.set_defaults(func=cmd_demo)

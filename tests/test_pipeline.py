@@ -44,6 +44,8 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
     assert record.run_id == run.run_id and record.base_digest == tiny_model.digest
     assert record.metrics["holdout_exact_match_tuned"] > record.metrics["holdout_exact_match_base"]
     assert record.status == "promoted"
+    args = (Path(local_resources["artifacts"].root) / "serving" / "ftpipe__tiny-llama.args").read_text()
+    assert f"--lora-modules {record.adapter_id}={record.path}" in args  # handed to vLLM on promotion
     served = Path(record.path)
     assert sorted(p.name for p in served.iterdir()) == ["adapter_config.json", "adapter_model.safetensors"]
     assert json.loads((served / "adapter_config.json").read_text())["base_model_name_or_path"] == "ftpipe/tiny-llama"

@@ -1,5 +1,9 @@
 """The adapter registry: one DuckDB row per trained adapter, with its lineage and evaluation.
 
+A row never changes except for its status, which only moves forward: draft -> promoted -> deprecated ->
+archived (a draft may also be deprecated). What was registered is immutable: a new fine-tune is a new
+adapter_id, and ``register`` refuses an id it already holds.
+
 Each connection is short-lived because several run workers (separate processes) write to the same file and
 DuckDB allows one writer process at a time; a writer that finds the file locked waits and retries.
 """
@@ -17,6 +21,12 @@ from pathlib import Path
 import duckdb
 
 STATUSES = ("draft", "promoted", "deprecated", "archived")
+TRANSITIONS = {"draft": {"promoted", "deprecated"}, "promoted": {"deprecated"}, "deprecated": {"archived"},
+               "archived": set()}
+
+
+class RegistryError(ValueError):
+    pass
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS adapters (
@@ -34,7 +44,8 @@ CREATE TABLE IF NOT EXISTS adapters (
     metrics         JSON,
     status          VARCHAR NOT NULL,
     created_at      TIMESTAMPTZ NOT NULL
-)
+);
+ALTER TABLE adapters ADD COLUMN IF NOT EXISTS status_changed_at TIMESTAMPTZ;
 """
 
 
@@ -54,6 +65,7 @@ class AdapterRecord:
     metrics: dict
     status: str
     created_at: datetime
+    status_changed_at: datetime | None = None
 
 
 class AdapterRegistry:
@@ -87,12 +99,33 @@ class AdapterRegistry:
         if record.status not in STATUSES:
             raise ValueError(f"unknown status {record.status!r}")
         with self._connect() as con:
+            if con.execute("SELECT 1 FROM adapters WHERE adapter_id = ?", [record.adapter_id]).fetchone():
+                raise RegistryError(f"adapter {record.adapter_id} is already registered; a registered adapter never "
+                                    "changes (a new fine-tune is a new adapter)")
             con.execute(
-                "INSERT INTO adapters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO adapters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [record.adapter_id, record.tenant, record.job, record.run_id, record.base_model, record.base_digest,
                  record.dataset_digest, record.config_hash, record.method, record.lora_rank, record.path,
-                 json.dumps(record.metrics), record.status, record.created_at],
+                 json.dumps(record.metrics), record.status, record.created_at, record.created_at],
             )
+
+    def set_status(self, adapter_id: str, status: str, at: datetime | None = None) -> AdapterRecord:
+        """Move an adapter forward in its lifecycle; anything else is refused with the allowed moves."""
+        record = self.get(adapter_id)
+        if status not in TRANSITIONS[record.status]:
+            allowed = ", ".join(sorted(TRANSITIONS[record.status])) or "none"
+            raise RegistryError(f"adapter {adapter_id} is {record.status}: it cannot become {status} "
+                                f"(allowed: {allowed})")
+        with self._connect() as con:
+            con.execute("UPDATE adapters SET status = ?, status_changed_at = ? WHERE adapter_id = ?",
+                        [status, at or now_utc(), adapter_id])
+        return self.get(adapter_id)
+
+    def get(self, adapter_id: str) -> AdapterRecord:
+        found = [r for r in self.list() if r.adapter_id == adapter_id]
+        if not found:
+            raise RegistryError(f"no adapter {adapter_id!r} in the registry")
+        return found[0]
 
     def list(self, tenant: str | None = None) -> list[AdapterRecord]:
         if not self.db_path.exists():
