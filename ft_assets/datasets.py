@@ -213,7 +213,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
 
     yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,
-         "spec": plan.spec.to_dict(), "pool": pool_name},
+         "spec": plan.spec.to_dict(), "pool": pool_name,
+         "data_warnings": {w.kind: w.count for w in [*check.warnings, *preflight.warnings]}},
         metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
                   "report": MetadataValue.md(report_md)},
     )

@@ -5,7 +5,7 @@ from dagster import Definitions
 from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.evaluation import eval_report
 from ft_assets.jobs import finetune_job
-from ft_assets.lifecycle import adapter_lifecycle, adapter_retention, retention_schedule
+from ft_assets.lifecycle import adapter_lifecycle, adapter_retention, delete_tenant_job, retention_schedule
 from ft_assets.registry import registered_adapter
 from ft_assets.serving import refresh_serving_job, serving_schedule, vllm_serving_config
 from ft_assets.training import adapter
@@ -21,7 +21,7 @@ def build_defs(resources: dict | None = None) -> Definitions:
     """The project's definitions, with resources from the environment unless given (tests pass their own)."""
     return Definitions(
         assets=ASSETS,
-        jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention],
+        jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention, delete_tenant_job],
         sensors=[upload_sensor, resume_failed_runs],
         schedules=[serving_schedule, retention_schedule],
         resources=resources if resources is not None else resources_from_env(),

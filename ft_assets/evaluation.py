@@ -1,4 +1,4 @@
-"""eval_report: lm-eval over the tenant's held-out split, base model vs tuned adapter."""
+"""eval_report: lm-eval over the tenant's held-out split and the platform's golden set, base vs tuned."""
 
 import json
 from pathlib import Path
@@ -8,12 +8,13 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from ft_assets.partition import publish
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, LandingZoneResource, TrainerLauncherResource
+from resources import ArtifactStoreResource, LandingZoneResource, PlatformResource, TrainerLauncherResource
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="evaluation", kinds={"lm-eval"})
 def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerLauncherResource,
-                artifacts: ArtifactStoreResource, landing: LandingZoneResource) -> Output[dict]:
+                artifacts: ArtifactStoreResource, landing: LandingZoneResource,
+                platform: PlatformResource) -> Output[dict]:
     tenant, job = adapter["tenant"], adapter["job"]
     run_dir = artifacts.layout().run_dir(tenant, job, context.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -22,13 +23,14 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
     invocation = trainer.run(context, "ftpipe.evaluation.pipes_main", extras={
         "base_model_path": adapter["base_model"]["path"], "adapter_dir": adapter["adapter_dir"],
         "holdout_file": str(holdout_file), "work_dir": str(run_dir / "eval"),
-        "objective": adapter["spec"]["objective"],
+        "objective": adapter["spec"]["objective"], "golden_set": platform.config().evaluation.golden_set,
     })
     reported = dict(invocation.get_materialize_result().metadata or {})
     report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())
     table = reported["report"].value if "report" in reported else ""
     publish(landing.store(), tenant, job, "eval_report.md",
             f"# Evaluation of {tenant}/{job}\n\nBase model `{adapter['base_model']['model_id']}` vs the tuned "
-            f"adapter on {report['n_holdout']} held-out examples.\n\n{table}\n")
+            f"adapter on {report['n_holdout']} held-out examples and the platform's golden set of "
+            f"{report['n_golden']} general questions (`{report['golden_set_digest'][:12]}`).\n\n{table}\n")
     publish(landing.store(), tenant, job, "eval_report.json", json.dumps(report, indent=2))
     return Output({**adapter, "eval": report}, metadata={**reported, "report": MetadataValue.md(table)})

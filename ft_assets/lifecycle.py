@@ -1,13 +1,20 @@
-"""The adapter lifecycle as a Dagster job, for operators who work in the UI: the same as ``ftpipe promote``."""
-
-from pathlib import Path
+"""Lifecycle jobs for operators who work in the UI: the same as ``ftpipe promote``, ``deprecate`` and
+``delete-tenant``, and the daily retention of deprecated adapters."""
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 from dagster import Config, DefaultScheduleStatus, OpExecutionContext, ScheduleDefinition, job, op
 
 from ftpipe_cli.adapters import change_status, retire_deprecated
-from resources import ArtifactStoreResource, BaseModelsResource, CatalogResource, PlatformResource
+from ftpipe_cli.delete_tenant import delete_tenant
+from resources import (
+    ArtifactStoreResource,
+    BaseModelsResource,
+    CatalogResource,
+    LandingZoneResource,
+    PlatformResource,
+)
 
 
 class StatusChange(Config):
@@ -43,3 +50,21 @@ def adapter_retention():
 
 retention_schedule = ScheduleDefinition(job=adapter_retention, cron_schedule="0 3 * * *",
                                         default_status=DefaultScheduleStatus.RUNNING)
+
+
+class TenantToDelete(Config):
+    tenant: str
+
+
+@op
+def delete_tenant_data(context: OpExecutionContext, config: TenantToDelete, catalog: CatalogResource,
+                       landing: LandingZoneResource, artifacts: ArtifactStoreResource) -> None:
+    report = delete_tenant(config.tenant, context.instance, landing.store(), artifacts.layout(), catalog.adapters(),
+                           Path(artifacts.root) / "serving")
+    context.log.info(report.to_text())
+
+
+@job(name="delete_tenant",
+     description="Delete everything of one tenant (run config: tenant); this run is kept as the record")
+def delete_tenant_job():
+    delete_tenant_data()

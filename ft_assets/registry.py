@@ -13,23 +13,40 @@ from dagster import (
     asset,
 )
 
+from ft_assets.partition import publish
 from ft_assets.serving import refresh_serving_files
 from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, now_utc
 from ftpipe.catalog.serving import check_adapter
+from ftpipe.evaluation.advice import TrainingSummary, advise
+from ftpipe.evaluation.gates import GateResult, evaluate_gates, gate_metrics, gates_markdown, parse_gates
+from ftpipe.landing import results_key
+from ftpipe.notify.webhooks import notify_tenant
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, BaseModelsResource, CatalogResource, PlatformResource
+from resources import (
+    ArtifactStoreResource,
+    BaseModelsResource,
+    CatalogResource,
+    LandingZoneResource,
+    PlatformResource,
+)
 
 SERVED_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"duckdb"},
-       check_specs=[AssetCheckSpec("serving_compatible", asset="registered_adapter",
+       check_specs=[AssetCheckSpec("quality_gates", asset="registered_adapter", blocking=True,
+                                   description="the platform's and the manifest's quality gates on the evaluation"),
+                    AssetCheckSpec("serving_compatible", asset="registered_adapter", blocking=True,
                                    description="the serving fleet (vLLM) can load this adapter on its base model")])
 def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalog: CatalogResource,
                        artifacts: ArtifactStoreResource, base_models: BaseModelsResource,
-                       platform: PlatformResource):
-    """Promoted when the tuned adapter beats the base on the held-out set and the serving fleet can load it;
-    otherwise kept as a draft, with the reasons."""
+                       platform: PlatformResource, landing: LandingZoneResource):
+    """Promoted when it passes its quality gates and the serving fleet can load it; otherwise registered as a
+    draft, with the reasons and advice in ``quality_gates.md`` for the tenant.
+
+    A failed gate or serving check fails the run (both checks block) after the draft is registered: the job did
+    not produce a servable adapter, and the failure sensor reads the check as the tenant's, so no retry.
+    """
     tenant, job = eval_report["tenant"], eval_report["job"]
     trained_on = eval_report["base_model"]
     serving = check_adapter(eval_report["adapter_dir"], base_models.registry().resolve(trained_on["model_id"]),
@@ -48,13 +65,19 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     for name in SERVED_FILES:
         (target / name).chmod(0o444)  # a registered adapter never changes; a new fine-tune is a new adapter
 
-    holdout = next(r for r in eval_report["eval"]["rows"] if r["task"] == "holdout")
     smoke = eval_report["eval"].get("smoke", {})
     if not smoke.get("passed", False):
         serving.problems.append("smoke generation failed: " + (
             "the adapter does not change the base model's answers" if not smoke.get("differs")
             else "the tuned model does not stop at the end-of-turn token"))
-    status = "promoted" if holdout["tuned"] > holdout["base"] and serving.compatible else "draft"
+    gates, advice = _quality_gates(eval_report, platform.config().evaluation.quality_gates)
+    for line in advice:
+        context.log.warning(f"advice: {line}")
+    gates_passed = all(g.passed for g in gates)
+    status = "promoted" if gates_passed and serving.compatible else "draft"
+    gates_md = gates_markdown(gates)
+    publish(landing.store(), tenant, job, "quality_gates.md", _gates_report(tenant, job, adapter_id, status,
+                                                                            gates_md, serving.problems, advice))
     metrics = {f"{r['task']}_{r['metric']}_{side}": r[side] for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
     catalog.adapters().register(AdapterRecord(
         adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run_id,
@@ -65,13 +88,50 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     ))
     if status == "promoted":
         refresh_serving_files(catalog, artifacts)  # the fleet's --lora-modules list includes it from now on
+    event = "job.succeeded" if status == "promoted" else "job.gate_failed"
+    notify_tenant(platform.config(), tenant, event, f"{context.run_id}:{event}", {
+        "job": job, "run_id": context.run_id, "adapter_id": adapter_id, "status": status,
+        "gates": [g.to_dict() for g in gates], "serving_problems": serving.problems, "advice": advice,
+        "reports": [results_key(tenant, job, name) for name in ("eval_report.md", "quality_gates.md")],
+    }, log=context.log.info)
     yield Output(
         {"adapter_id": adapter_id, "path": str(target), "status": status, "serving_problems": serving.problems},
         metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),
                   "vllm_lora_module": f"{adapter_id}={target}", "lora_rank": config.get("r")},
     )
     yield AssetCheckResult(
+        check_name="quality_gates", passed=gates_passed, severity=AssetCheckSeverity.ERROR,
+        description=None if gates_passed else "failed: " + ", ".join(str(g.gate) for g in gates if not g.passed),
+        metadata={"gates": MetadataValue.md(gates_md),
+                  "advice": MetadataValue.md("\n".join(f"- {a}" for a in advice) or "none")},
+    )
+    yield AssetCheckResult(
         check_name="serving_compatible", passed=serving.compatible, severity=AssetCheckSeverity.ERROR,
         description="; ".join(serving.problems) or None,
         metadata={"problems": MetadataValue.md("\n".join(f"- {p}" for p in serving.problems) or "none")},
     )
+
+
+def _quality_gates(eval_report: dict, platform_gates: dict[str, str]) -> tuple[list[GateResult], list[str]]:
+    """The gates' results, and advice when any failed."""
+    objective = eval_report["spec"]["objective"]
+    gates = (parse_gates(platform_gates, "platform", objective)
+             + parse_gates(eval_report["manifest"]["quality_gates"], "manifest", objective))
+    metrics = gate_metrics(eval_report["eval"]["rows"])
+    results = evaluate_gates(gates, metrics)
+    spec = eval_report["spec"]
+    training = TrainingSummary(
+        loss_history=[tuple(p) for p in eval_report["training"]["loss_history"]], epochs=spec["epochs"],
+        learning_rate=spec["learning_rate"], lora_r=spec.get("lora_r"), method=spec["method"],
+        n_train=eval_report["check"].stats["train"], data_warnings=eval_report.get("data_warnings", {}))
+    return results, advise([r for r in results if not r.passed], metrics, training)
+
+
+def _gates_report(tenant: str, job: str, adapter_id: str, status: str, gates_md: str, problems: list[str],
+                  advice: list[str]) -> str:
+    lines = [f"# Quality gates of {tenant}/{job}", "", f"Adapter `{adapter_id}` is **{status}**.", "", gates_md]
+    if problems:
+        lines += ["", "Serving checks:", "", *(f"- {p}" for p in problems)]
+    if advice:
+        lines += ["", "What to try:", "", *(f"- {a}" for a in advice)]
+    return "\n".join(lines) + "\n"

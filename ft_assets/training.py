@@ -1,11 +1,13 @@
 """adapter: SFT in a separate trainer process launched through Dagster Pipes, resumable from checkpoints."""
 
 import json
+from pathlib import Path
 
 from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
 
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
 from ftpipe.digests import combine
+from ftpipe.training.runner import TRAINING_RESULT
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import ArtifactStoreResource, LandingZoneResource, PlatformResource, TrainerLauncherResource
@@ -44,7 +46,9 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
         raise Failure(description="the trainer process ended without saying how", metadata={ERROR_CLASS_KEY: PLATFORM_ERROR})
     reported = invocation.get_materialize_result().metadata or {}
     adapter_dir = f"{spec.output_dir}/adapter"
+    training = json.loads((Path(spec.output_dir) / TRAINING_RESULT).read_text())
     return Output(
-        {**tokenized_dataset, "adapter_dir": adapter_dir, "spec": spec.to_dict(), "spec_hash": spec_hash},
+        {**tokenized_dataset, "adapter_dir": adapter_dir, "spec": spec.to_dict(), "spec_hash": spec_hash,
+         "training": training},
         metadata={**reported, "spec": MetadataValue.json(spec.to_dict())},
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from ftpipe.evaluation.gates import GateError, parse_gates
 from ftpipe.training.spec import OVERRIDABLE
 
 MANIFEST_NAME = "manifest.yaml"
@@ -34,7 +35,8 @@ class JobManifest(BaseModel):
     holdout_fraction: float = Field(default=0.1, gt=0.0, lt=0.5)
     min_examples: int = Field(default=100, ge=1)
     hyperparameters: dict[str, bool | int | float | str] = Field(default_factory=dict)
-    quality_gates: dict[str, str] = Field(default_factory=dict)
+    quality_gates: dict[str, str] = Field(
+        default_factory=dict, description="e.g. {holdout_exact_match: '>= 0.6'}; see ftpipe.evaluation.gates")
 
     @field_validator("dataset", "eval_dataset")
     @classmethod
@@ -56,6 +58,16 @@ class JobManifest(BaseModel):
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"'{name}': {exc}") from None
         return converted
+
+
+    @field_validator("quality_gates")
+    @classmethod
+    def _gates_name_known_metrics(cls, value: dict, info: ValidationInfo) -> dict:
+        try:
+            parse_gates(value, source="manifest", objective=info.data.get("objective", "sft"))
+        except GateError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 def parse_manifest(text: str | bytes, source: str = MANIFEST_NAME) -> JobManifest:

@@ -8,6 +8,7 @@ caller says so: nothing a tenant uploaded is ever overwritten by the platform.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ class ObjectStore(Protocol):
     def download(self, key: str, dest: str | Path) -> None: ...
     def write_bytes(self, key: str, data: bytes, overwrite: bool = False) -> None: ...
     def exists(self, key: str) -> bool: ...
+    def delete_prefix(self, prefix: str) -> int: ...
 
 
 def _check_key(key: str) -> str:
@@ -91,6 +93,22 @@ class LocalObjectStore:
                 os.unlink(tmp)
 
 
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under ``prefix`` (a folder: it ends in '/'); returns how many there were."""
+        base = self._path(_check_prefix(prefix))
+        if not base.exists():
+            return 0
+        count = sum(1 for p in base.rglob("*") if p.is_file())
+        shutil.rmtree(base)
+        return count
+
+
+def _check_prefix(prefix: str) -> str:
+    if not prefix.endswith("/"):
+        raise ValueError(f"a prefix to delete must name a folder (end in '/'): {prefix!r}")
+    return _check_key(prefix.rstrip("/"))
+
+
 class S3ObjectStore:
     def __init__(self, client, bucket: str, prefix: str = ""):
         self.client = client
@@ -136,3 +154,16 @@ class S3ObjectStore:
             if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
                 raise ObjectExists(f"{key} already exists; it is never overwritten") from None
             raise
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object under ``prefix``, every version of it on a versioned bucket included."""
+        full = self._key(_check_prefix(prefix)) + "/"
+        objects = 0
+        paginator = self.client.get_paginator("list_object_versions")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+            versions = page.get("Versions", []) + page.get("DeleteMarkers", [])
+            objects += sum(1 for v in page.get("Versions", []) if v.get("IsLatest"))
+            for start in range(0, len(versions), 1000):  # DeleteObjects takes at most 1,000 keys
+                batch = [{"Key": v["Key"], "VersionId": v["VersionId"]} for v in versions[start:start + 1000]]
+                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+        return objects

@@ -8,6 +8,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ftpipe.catalog.serving import ServingProfile
+from ftpipe.evaluation.gates import GateError, parse_gates
 
 
 class TierConfig(BaseModel):
@@ -37,6 +38,27 @@ class TenantConfig(BaseModel):
     tier: str
     display_name: str | None = None
     webhook_url: str | None = None
+    webhook_secret_env: str | None = Field(default=None, description="Environment variable holding the "
+                                                                     "webhook's HMAC secret (never the secret)")
+
+
+class EvaluationConfig(BaseModel):
+    """What every adapter is evaluated on and must meet, whatever its manifest says."""
+
+    model_config = ConfigDict(extra="forbid")
+    golden_set: str | None = Field(default=None, description="JSONL golden set; default: the one shipped "
+                                                              "with the project (ftpipe/evaluation/golden/)")
+    quality_gates: dict[str, str] = Field(
+        default_factory=lambda: {"holdout_delta": "> 0", "golden_regression": "<= 0.1"},
+        description="Platform gates, applied to every job on top of its manifest's own")
+
+    @model_validator(mode="after")
+    def _gates_parse(self) -> "EvaluationConfig":
+        try:
+            parse_gates(self.quality_gates, source="platform")
+        except GateError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class PlatformConfig(BaseModel):
@@ -46,6 +68,7 @@ class PlatformConfig(BaseModel):
     tiers: dict[str, TierConfig]
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     serving: ServingProfile = Field(default_factory=ServingProfile)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
 
     @model_validator(mode="after")
     def _tiers_exist(self) -> "PlatformConfig":

@@ -1,4 +1,4 @@
-"""``ftpipe``: submit a job, list jobs and their state, run the demo."""
+"""``ftpipe``: submit and validate jobs, list jobs and adapters, manage adapters and tenants, run the demo."""
 
 from __future__ import annotations
 
@@ -81,6 +81,23 @@ def cmd_set_status(args) -> int:
     return 0
 
 
+def cmd_delete_tenant(args) -> int:
+    from dagster import DagsterInstance
+
+    from ftpipe_cli.delete_tenant import delete_tenant
+
+    if not args.yes:
+        print(f"ftpipe: this deletes everything of tenant {args.tenant}: uploads, reports, caches, checkpoints, "
+              "adapters, registry rows, partitions and runs. Run again with --yes to do it.", file=sys.stderr)
+        return 2
+    res = _resources()
+    with DagsterInstance.get() as instance:
+        report = delete_tenant(args.tenant, instance, res["landing"].store(), res["artifacts"].layout(),
+                               res["catalog"].adapters(), Path(res["artifacts"].root) / "serving")
+    print(report.to_text())
+    return 0
+
+
 def cmd_demo(args) -> int:
     from ftpipe_cli.demo import DemoScale, run_demo
     from ftpipe_cli.status import format_table
@@ -132,13 +149,17 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument("adapter_id")
         p.set_defaults(func=cmd_set_status, status=status)
+    p = sub.add_parser("delete-tenant", help="delete everything of a tenant and report what was deleted")
+    p.add_argument("tenant")
+    p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
+    p.set_defaults(func=cmd_delete_tenant)
     p = sub.add_parser("demo", help="seed three tenants, run their jobs through the daemon, print the outcome")
     p.add_argument("--timeout", type=float, default=900)
     p.set_defaults(func=cmd_demo)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, LookupError, OSError) as exc:
+    except (ValueError, LookupError, OSError, RuntimeError) as exc:
         print(f"ftpipe: error: {exc}", file=sys.stderr)
         return 2
 

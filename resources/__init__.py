@@ -3,6 +3,7 @@
 from resources.artifacts import ArtifactStoreResource
 from resources.base_models import BaseModelsResource
 from resources.catalog import CatalogResource
+from resources.io_manager import TenantIOManager
 from resources.landing_zone import LandingZoneResource
 from resources.platform import PlatformResource
 from resources.settings import resources_from_env
@@ -10,5 +11,5 @@ from resources.trainer import TrainerLauncherResource
 
 __all__ = [
     "ArtifactStoreResource", "BaseModelsResource", "CatalogResource", "LandingZoneResource",
-    "PlatformResource", "TrainerLauncherResource", "resources_from_env",
+    "PlatformResource", "TenantIOManager", "TrainerLauncherResource", "resources_from_env",
 ]

@@ -20,6 +20,7 @@ from pathlib import Path
 from resources.artifacts import ArtifactStoreResource
 from resources.base_models import BaseModelsResource
 from resources.catalog import CatalogResource
+from resources.io_manager import TenantIOManager
 from resources.landing_zone import LandingZoneResource
 from resources.platform import PlatformResource
 from resources.trainer import TrainerLauncherResource
@@ -41,6 +42,7 @@ def resources_from_env() -> dict:
             region_name=env("AWS_REGION", env("AWS_DEFAULT_REGION")),
         ),
         "artifacts": ArtifactStoreResource(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
+        "io_manager": TenantIOManager(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
         "base_models": BaseModelsResource(cache_dir=env("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))),
         "catalog": CatalogResource(path=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
         "platform": PlatformResource(tenants_file=env("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))),

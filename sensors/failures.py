@@ -13,9 +13,22 @@ from dagster import (
 
 from ft_assets.jobs import finetune_job
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, USER_ERROR
-from sensors.run_tags import ATTEMPT_TAG
+from ftpipe.notify.webhooks import notify_tenant
+from resources import PlatformResource
+from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, TENANT_TAG
 
 MAX_ATTEMPTS = 3
+GATE_FAILURES = ("check quality_gates failed", "check serving_compatible failed")
+
+
+def _notify_failed(context: RunFailureSensorContext, platform: PlatformResource, run: DagsterRun, error_class: str,
+                   reason: str) -> None:
+    """The tenant hears of a failure once, when it is final: not of a platform failure that will be resumed."""
+    tenant, job = run.tags.get(TENANT_TAG), run.tags.get(JOB_TAG)
+    if tenant:
+        notify_tenant(platform.config(), tenant, "job.failed", f"{run.run_id}:job.failed",
+                      {"job": job, "run_id": run.run_id, "error_class": error_class, "reason": reason},
+                      log=context.log.info)
 
 
 def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str]:
@@ -41,13 +54,16 @@ def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str
 
 
 @run_failure_sensor(monitored_jobs=[finetune_job], request_job=finetune_job, minimum_interval_seconds=10)
-def resume_failed_runs(context: RunFailureSensorContext):
+def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource):
     run = context.dagster_run
     error_class, reason = failure_reason(context.instance, run)
     attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
     if error_class == USER_ERROR:
+        if not reason.startswith(GATE_FAILURES):  # registered_adapter already sent job.gate_failed
+            _notify_failed(context, platform, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed on the tenant's input, not retried: {reason}")
     if attempt >= MAX_ATTEMPTS:
+        _notify_failed(context, platform, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed {attempt} times; giving up: {reason}")
     tags = {k: v for k, v in run.tags.items() if k.startswith("ftpipe/") or k == "dagster/priority"}
     # The training step finds its own checkpoints (keyed by the resolved spec), so a new run resumes.

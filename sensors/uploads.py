@@ -1,8 +1,8 @@
 """The upload sensor: a new job manifest in the landing zone becomes a partition and a queued run.
 
 The manifest is written last, so its arrival is the submission. The cursor remembers the version of each
-manifest already queued, so the same manifest seen again requests nothing, while a re-submitted (changed)
-manifest queues a new run. Run keys carry the version too, as a second guard inside Dagster itself.
+manifest already queued (while it exists), so the same manifest seen again requests nothing, while a
+re-submitted (changed) manifest queues a new run. Run keys carry the version too, as a second guard inside Dagster itself.
 
 Admission routes each job to the smallest pool whose slot fits its memory estimate (``ftpipe.routing``); a
 job that fits no pool is refused here, with the estimate, and never queues. A manifest that does not parse,
@@ -38,6 +38,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     new_keys: list[str] = []
     requests: list[RunRequest] = []
+    listed: set[str] = set()
     for obj in store.list(TENANTS_PREFIX):
         match = match_manifest_key(obj.key)
         if match is None:
@@ -52,6 +53,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             _reject_once(store, tenant, job, f"tenant '{tenant}' is not configured on this platform")
             context.log.warning(f"ignoring {obj.key}: tenant '{tenant}' is not configured")
             continue
+        listed.add(key)
         if seen.get(key) == obj.version:
             continue
         seen[key] = obj.version
@@ -67,6 +69,9 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             partition_key=key,
             tags={**run_tags(config, tenant, job), POOL_TAG: pool, MANIFEST_VERSION_TAG: obj.version},
         ))
+    # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and
+    # a job uploaded again after its deletion is new.
+    seen = {key: version for key, version in seen.items() if key in listed}
     return SensorResult(
         cursor=json.dumps(seen, sort_keys=True),
         run_requests=requests,

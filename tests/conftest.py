@@ -43,12 +43,14 @@ def local_resources(tmp_path, platform_file) -> dict:
         CatalogResource,
         LandingZoneResource,
         PlatformResource,
+        TenantIOManager,
         TrainerLauncherResource,
     )
 
     return {
         "landing": LandingZoneResource(url=str(tmp_path / "landing")),
         "artifacts": ArtifactStoreResource(root=str(tmp_path / "artifacts")),
+        "io_manager": TenantIOManager(root=str(tmp_path / "artifacts")),
         "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
         "catalog": CatalogResource(path=str(tmp_path / "catalog.duckdb")),
         "platform": PlatformResource(tenants_file=str(platform_file)),

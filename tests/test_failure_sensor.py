@@ -1,5 +1,7 @@
 """The run-failure sensor: the platform's failures are resumed, the tenant's are not."""
 
+import json
+
 import pytest
 from dagster import (
     DagsterEventType,
@@ -14,6 +16,7 @@ from ftpipe import synthetic
 from ftpipe_cli.submit import default_manifest, submit_job
 from resources import TrainerLauncherResource
 from sensors.failures import failure_reason, resume_failed_runs
+from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +31,8 @@ def _failed_run(instance, resources, tenant, job):
     run = instance.get_run_by_id(result.run_id)
     event = next(iter(instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE))).dagster_event
     return run, build_run_status_sensor_context(sensor_name=resume_failed_runs.name, dagster_instance=instance,
-                                                dagster_run=run, dagster_event=event).for_run_failure()
+                                                dagster_run=run, dagster_event=event,
+                                                resources={"platform": resources["platform"]}).for_run_failure()
 
 
 def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources, tiny_model):
@@ -45,10 +49,19 @@ def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources,
     assert request.tags["ftpipe/attempt"] == "2" and request.tags["dagster/priority"] == "10"
 
 
-def test_bad_data_is_the_tenants_failure_and_is_not_retried(local_resources):
+def test_bad_data_is_the_tenants_failure_and_is_not_retried(local_resources, platform_file, receiver,
+                                                            monkeypatch):
+    url, received, _ = receiver
+    platform_file.write_text(platform_file.read_text().replace(
+        "acme: {tier: premium}", f"acme: {{tier: premium, webhook_url: '{url}', webhook_secret_env: ACME_HOOK}}"))
+    monkeypatch.setenv("ACME_HOOK", SECRET)
     submit_job(local_resources["landing"].store(), "acme", "bad-v1", {"t.jsonl": b'{"text": ""}\n'},
                default_manifest("t.jsonl", min_examples=1))
     with instance_for_test() as instance:
         run, context = _failed_run(instance, local_resources, "acme", "bad-v1")
         result = resume_failed_runs(context)
     assert isinstance(result, SkipReason) and "failed on the tenant's input" in result.skip_message
+    (delivery,) = received  # the tenant hears of the final failure, signed with its secret
+    assert delivery["verified"] and delivery["headers"]["X-Ftpipe-Event"] == "job.failed"
+    body = json.loads(delivery["body"])
+    assert body["tenant"] == "acme" and body["error_class"] == "user" and "t.jsonl line 1" in body["reason"]

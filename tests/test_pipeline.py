@@ -13,6 +13,7 @@ from ftpipe.landing import results_key
 from ftpipe_cli.submit import default_manifest, submit_job
 from partitions.keys import partition_key
 from sensors.failures import failure_reason
+from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +52,12 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
     assert json.loads((served / "adapter_config.json").read_text())["base_model_name_or_path"] == "ftpipe/tiny-llama"
     report = store.read_bytes(results_key("acme", "support-v1", "eval_report.md")).decode()
     assert "| holdout | exact_match |" in report
+    # The answers got likelier, and the general skills were scored on the shipped golden set for both models.
+    assert record.metrics["holdout_perplexity_tuned"] < record.metrics["holdout_perplexity_base"]
+    assert record.metrics["golden_exact_match_base"] > 0.2  # the pre-trained skills are measurable
+    assert "| golden | exact_match |" in report and "| golden | perplexity |" in report
+    gates = store.read_bytes(results_key("acme", "support-v1", "quality_gates.md")).decode()
+    assert "is **promoted**" in gates and "| `holdout_delta > 0` | platform |" in gates
     smoke = json.loads(store.read_bytes(results_key("acme", "support-v1", "eval_report.json")))["smoke"]
     assert smoke["passed"] and all(s["tuned_stopped"] for s in smoke["samples"])
     assert "Smoke generation" in report
@@ -160,14 +167,20 @@ def test_preference_pairs_become_a_dpo_adapter_that_prefers_the_chosen_answers(l
                default_manifest("pairs.jsonl", objective="dpo", hyperparameters={"epochs": 4}))
     with instance_for_test() as instance:
         result, run = _run(instance, local_resources, "acme", "prefs-v1")
-        assert run.status == DagsterRunStatus.SUCCESS
         spec = result.asset_materializations_for_node("adapter")[0].metadata["spec"].value
         assert spec["objective"] == "dpo"
     (record,) = local_resources["catalog"].adapters().list("acme")
     base, tuned = (record.metrics[f"holdout_preference_accuracy_{side}"] for side in ("base", "tuned"))
-    assert tuned > base + 0.1 and record.status == "promoted"
+    assert tuned > base + 0.1
     report = store.read_bytes(results_key("acme", "prefs-v1", "eval_report.md")).decode()
     assert "| holdout | preference_accuracy |" in report
+    # Four epochs of style-only pairs at the automatic learning rate teach the preference and cost the tiny
+    # model its general skills: the golden set shows it, and the platform's gate keeps the adapter a draft.
+    golden_base, golden_tuned = (record.metrics[f"golden_exact_match_{side}"] for side in ("base", "tuned"))
+    assert golden_base - golden_tuned > 0.1
+    assert run.status == DagsterRunStatus.FAILURE and record.status == "draft"
+    gates = store.read_bytes(results_key("acme", "prefs-v1", "quality_gates.md")).decode()
+    assert "| `golden_regression <= 0.1` | platform |" in gates and "General skills regressed" in gates
 
 
 def test_sft_manifest_over_preference_pairs_is_refused_before_training(local_resources):
@@ -181,15 +194,38 @@ def test_sft_manifest_over_preference_pairs_is_refused_before_training(local_res
     assert "pairs.jsonl line 1 is a preference pair ('preference'): set 'objective: dpo'" in reason
 
 
-def test_an_adapter_the_serving_fleet_cannot_load_stays_a_draft(local_resources):
+def test_an_adapter_that_fails_its_gates_or_cannot_be_served_stays_a_draft_with_advice(
+        local_resources, platform_file, receiver, monkeypatch):
+    """One run fails both gates, to spend one training run: a manifest gate it cannot meet, and DoRA, which the
+    serving fleet does not load. The draft is registered, the run fails as the tenant's error, and the tenant
+    reads why and what to try."""
+    url, received, _ = receiver
+    platform_file.write_text(platform_file.read_text().replace(
+        "acme: {tier: premium}", f"acme: {{tier: premium, webhook_url: '{url}', webhook_secret_env: ACME_HOOK}}"))
+    monkeypatch.setenv("ACME_HOOK", SECRET)
     store = local_resources["landing"].store()
     rows = synthetic.to_jsonl(synthetic.acme_support(150)).encode()
     submit_job(store, "acme", "dora-v1", {"train.jsonl": rows},
-               default_manifest("train.jsonl", method="dora", hyperparameters={"epochs": 4}))
+               default_manifest("train.jsonl", method="dora", hyperparameters={"epochs": 4},
+                                quality_gates={"holdout_exact_match": ">= 0.99"}))
     with instance_for_test() as instance:
         result, run = _run(instance, local_resources, "acme", "dora-v1")
-        assert run.status == DagsterRunStatus.SUCCESS  # the gate keeps the adapter back; the run did its work
-        (serving,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "serving_compatible"]
-        assert not serving.passed and "DoRA adapters are not served" in serving.description
+        assert run.status == DagsterRunStatus.FAILURE
+        checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+        assert not checks["serving_compatible"].passed
+        assert "DoRA adapters are not served" in checks["serving_compatible"].description
+        assert not checks["quality_gates"].passed
+        error_class, reason = failure_reason(instance, run)
+    assert error_class == "user" and "holdout_exact_match >= 0.99" in reason  # not retried
     (record,) = local_resources["catalog"].adapters().list("acme")
     assert record.status == "draft" and record.method == "dora"
+    serving_args = Path(local_resources["artifacts"].root) / "serving" / "ftpipe__tiny-llama.args"
+    assert not serving_args.exists() or record.adapter_id not in serving_args.read_text()
+    gates = store.read_bytes(results_key("acme", "dora-v1", "quality_gates.md")).decode()
+    assert "is **draft**" in gates and "| `holdout_exact_match >= 0.99` | manifest |" in gates
+    assert "DoRA adapters are not served" in gates
+    assert "What to try:" in gates
+    (delivery,) = received  # the tenant's endpoint hears why, signed
+    assert delivery["verified"] and delivery["headers"]["X-Ftpipe-Event"] == "job.gate_failed"
+    body = json.loads(delivery["body"])
+    assert body["adapter_id"] == record.adapter_id and body["status"] == "draft" and body["advice"]

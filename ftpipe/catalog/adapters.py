@@ -121,6 +121,16 @@ class AdapterRegistry:
                         [status, at or now_utc(), adapter_id])
         return self.get(adapter_id)
 
+    def delete_tenant(self, tenant: str) -> list[str]:
+        """Erase a tenant's rows (``ftpipe delete-tenant``): the one exception to immutability, because a
+        tenant's right to be forgotten outranks the registry's history. Returns the deleted adapter ids."""
+        if not self.db_path.exists():
+            return []
+        with self._connect() as con:
+            ids = [r[0] for r in con.execute("SELECT adapter_id FROM adapters WHERE tenant = ?", [tenant]).fetchall()]
+            con.execute("DELETE FROM adapters WHERE tenant = ?", [tenant])
+        return ids
+
     def get(self, adapter_id: str) -> AdapterRecord:
         found = [r for r in self.list() if r.adapter_id == adapter_id]
         if not found:

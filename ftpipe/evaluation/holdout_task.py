@@ -1,10 +1,13 @@
-"""Write an lm-eval task (YAML + JSONL) for a tenant's held-out examples.
+"""Write lm-eval tasks (YAML + JSONL) for a tenant's held-out examples and for the platform's golden set.
 
 Demonstrations (SFT): each held-out conversation becomes one generation problem: the conversation up to its
 last assistant turn is the prompt, that turn is the target, scored by exact match.
 
 Preference pairs (DPO): each pair becomes a two-way multiple choice between the chosen and the rejected
 answer, scored by log-likelihood; its accuracy is the share of pairs where the model prefers the chosen one.
+
+Perplexity: the log-likelihood of each reference answer (ending in the end-of-turn token, as training saw
+it) given its prompt, aggregated per token over the whole set, so that long answers weigh by their length.
 
 Prompts are rendered by lm-eval through the model's own chat template, with the conversation's system message
 as the system instruction.
@@ -45,6 +48,15 @@ def preference_docs(pairs: list[tuple[list[dict], list[dict], list[dict]]]) -> l
         answers = ["".join(m["content"] for m in side) + EOS for side in (chosen, rejected)]
         docs.append({"system": system, "prompt": users[-1]["content"], "choices": answers, "gold": 0})
     return docs
+
+
+def answer_docs(docs: list[dict]) -> list[dict]:
+    """Generation or preference docs -> docs whose ``answer`` is the reference answer with its end of turn."""
+    out = []
+    for doc in docs:
+        answer = doc["choices"][doc["gold"]] if "choices" in doc else doc["target"] + EOS
+        out.append({"system": doc["system"], "prompt": doc["prompt"], "answer": answer})
+    return out
 
 
 def _write_docs(task_dir: Path, task_name: str, docs: list[dict]) -> Path:
@@ -95,4 +107,32 @@ def write_holdout_task(task_dir: str | Path, task_name: str, docs: list[dict], m
                          "ignore_case": True, "ignore_punctuation": False}],
     }
     (task_dir / f"{task_name}.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    return _main_system(docs)
+
+
+# lm-eval resolves ``!function module.name`` against a module file beside the task's YAML.
+_HOOKS_MODULE = "ftpipe_lm_eval_hooks"
+_HOOKS_SOURCE = "from ftpipe.evaluation.lm_eval_hooks import answer_perplexity  # noqa: F401\n"
+
+
+def write_perplexity_task(task_dir: str | Path, task_name: str, docs: list[dict], count_tokens) -> str:
+    """Write the answer-perplexity task over ``answer_docs`` and return the main system instruction.
+
+    ``count_tokens(text)`` counts an answer's tokens with the model's tokenizer: lm-eval hands the per-document
+    log-likelihood to the metric, and the token count turns the sum into a per-token perplexity.
+    """
+    task_dir = Path(task_dir)
+    docs = [{**d, "n_tokens": count_tokens(d["answer"])} for d in docs]
+    data_file = _write_docs(task_dir, task_name, docs)
+    (task_dir / f"{_HOOKS_MODULE}.py").write_text(_HOOKS_SOURCE)
+    task = {
+        **_local_json_task(task_name, data_file),
+        "output_type": "loglikelihood",
+        "doc_to_target": "{{answer}}",
+        "target_delimiter": "",
+        "metric_list": [{"metric": "perplexity", "aggregation": "weighted_perplexity", "higher_is_better": False}],
+    }
+    text = yaml.safe_dump(task, sort_keys=False)
+    text += f"process_results: !function {_HOOKS_MODULE}.answer_perplexity\n"
+    (task_dir / f"{task_name}.yaml").write_text(text)
     return _main_system(docs)

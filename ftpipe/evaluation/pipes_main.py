@@ -26,13 +26,14 @@ def main() -> None:
         if pipes.get_extra("objective") == "dpo":
             pairs = [(c[:n], c[n:], json.loads(r))
                      for c, n, r in zip(conversations, holdout["n_prompt"], holdout["rejected"])]
-        pipes.log.info(f"evaluating base and tuned on {len(conversations)} held-out examples with lm-eval")
+        pipes.log.info(f"evaluating base and tuned with lm-eval: {len(conversations)} held-out examples, golden set")
         report = compare_base_and_tuned(
             base_model_path=pipes.get_extra("base_model_path"),
             adapter_dir=pipes.get_extra("adapter_dir"),
             holdout_conversations=conversations,
             work_dir=pipes.get_extra("work_dir"),
             holdout_pairs=pairs,
+            golden_set=pipes.get_extra("golden_set"),
         )
         prompts = [p for p, _, _ in pairs] if pairs else [c[:_last_assistant(c)] for c in conversations]
         prompts = [p for p in prompts if any(m["role"] == "user" for m in p)][:SMOKE_PROMPTS]

@@ -9,6 +9,7 @@ and the loss curve become the adapter's materialization metadata.
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 from dagster_pipes import PipesContext, open_dagster_pipes
@@ -16,7 +17,7 @@ from dagster_pipes import PipesContext, open_dagster_pipes
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
 from ftpipe.training.plots import plot_loss_curve
-from ftpipe.training.runner import COMPLETED, is_main_process, run_training
+from ftpipe.training.runner import COMPLETED, TRAINING_RESULT, is_main_process, run_training
 from ftpipe.training.spec import TrainJobSpec
 
 
@@ -42,6 +43,9 @@ def _train(pipes: PipesContext) -> None:
     if result.outcome != COMPLETED:
         return
     curve = plot_loss_curve(result.loss_history, Path(spec.output_dir) / "loss_curve.png")
+    # The curve as numbers, for the advice a failed quality gate gets (ftpipe.evaluation.advice).
+    (Path(spec.output_dir) / TRAINING_RESULT).write_text(json.dumps(
+        {"loss_history": result.loss_history, "final_loss": result.final_loss, "steps": result.steps}))
     curve_b64 = base64.b64encode(curve.read_bytes()).decode()
     pipes.report_asset_materialization(
         metadata={

@@ -34,6 +34,9 @@ COMPLETED = "completed"
 INTERRUPTED = "interrupted"
 
 
+TRAINING_RESULT = "training_result.json"
+"""Beside the adapter in the output directory: the loss curve as numbers."""
+
 @dataclass
 class TrainResult:
     outcome: str

@@ -1,0 +1,1 @@
+"""Telling tenants what happened to their jobs."""
