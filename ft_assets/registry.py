@@ -48,9 +48,10 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     not produce a servable adapter, and the failure sensor reads the check as the tenant's, so no retry.
     """
     tenant, job = eval_report["tenant"], eval_report["job"]
+    platform_config = platform.config()  # read once: gates, serving profile and webhook come from it
     trained_on = eval_report["base_model"]
     serving = check_adapter(eval_report["adapter_dir"], base_models.registry().resolve(trained_on["model_id"]),
-                            platform.config().serving, trained_on_digest=trained_on["digest"])
+                            platform_config.serving, trained_on_digest=trained_on["digest"])
     for problem in serving.problems:
         context.log.warning(f"not servable: {problem}")
     adapter_id = AdapterRegistry.new_adapter_id(tenant, job)
@@ -70,7 +71,7 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
         serving.problems.append("smoke generation failed: " + (
             "the adapter does not change the base model's answers" if not smoke.get("differs")
             else "the tuned model does not stop at the end-of-turn token"))
-    gates, advice = _quality_gates(eval_report, platform.config().evaluation.quality_gates)
+    gates, advice = _quality_gates(eval_report, platform_config.evaluation.quality_gates)
     for line in advice:
         context.log.warning(f"advice: {line}")
     gates_passed = all(g.passed for g in gates)
@@ -89,7 +90,7 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     if status == "promoted":
         refresh_serving_files(catalog, artifacts)  # the fleet's --lora-modules list includes it from now on
     event = "job.succeeded" if status == "promoted" else "job.gate_failed"
-    notify_tenant(platform.config(), tenant, event, f"{context.run_id}:{event}", {
+    notify_tenant(platform_config, tenant, event, f"{context.run_id}:{event}", {
         "job": job, "run_id": context.run_id, "adapter_id": adapter_id, "status": status,
         "gates": [g.to_dict() for g in gates], "serving_problems": serving.problems, "advice": advice,
         "reports": [results_key(tenant, job, name) for name in ("eval_report.md", "quality_gates.md")],

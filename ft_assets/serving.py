@@ -12,7 +12,7 @@ from dagster import (
     define_asset_job,
 )
 
-from ftpipe.catalog.vllm import serving_configs, write_serving_configs
+from ftpipe.catalog.vllm import rewrite_from_registry
 from resources import ArtifactStoreResource, CatalogResource
 
 
@@ -21,9 +21,7 @@ def serving_dir(artifacts: ArtifactStoreResource) -> Path:
 
 
 def refresh_serving_files(catalog: CatalogResource, artifacts: ArtifactStoreResource):
-    configs = serving_configs(catalog.adapters().list())
-    write_serving_configs(configs, serving_dir(artifacts))
-    return configs
+    return rewrite_from_registry(catalog.adapters(), serving_dir(artifacts))
 
 
 @asset(group_name="serving", kinds={"vllm"})

@@ -9,7 +9,7 @@ from pathlib import Path
 from ftpipe.basemodel.registry import BaseModelRegistry
 from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, RegistryError
 from ftpipe.catalog.serving import ServingProfile, check_adapter
-from ftpipe.catalog.vllm import serving_configs, write_serving_configs
+from ftpipe.catalog.vllm import rewrite_from_registry
 
 
 def change_status(registry: AdapterRegistry, adapter_id: str, status: str, base_models: BaseModelRegistry,
@@ -22,7 +22,7 @@ def change_status(registry: AdapterRegistry, adapter_id: str, status: str, base_
         if problems:
             raise RegistryError(f"adapter {adapter_id} cannot be served: {'; '.join(problems)}")
     record = registry.set_status(adapter_id, status)
-    write_serving_configs(serving_configs(registry.list()), serving_dir)
+    rewrite_from_registry(registry, serving_dir)
     return record
 
 
@@ -40,7 +40,7 @@ def retire_deprecated(registry: AdapterRegistry, now: datetime, serving_dir: str
             registry.set_status(record.adapter_id, "archived", at=now)
             retired.append(record.adapter_id)
     if retired:
-        write_serving_configs(serving_configs(registry.list()), serving_dir)
+        rewrite_from_registry(registry, serving_dir)
     return retired
 
 

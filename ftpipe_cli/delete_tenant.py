@@ -21,7 +21,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ftpipe.artifacts import ArtifactLayout
 from ftpipe.catalog.adapters import AdapterRegistry
-from ftpipe.catalog.vllm import serving_configs, write_serving_configs
+from ftpipe.catalog.vllm import rewrite_from_registry
 from ftpipe.objectstore import ObjectStore
 from partitions.keys import SEPARATOR, validate_name
 from partitions.tenant_jobs import tenant_jobs_partitions
@@ -66,7 +66,7 @@ def delete_tenant(tenant: str, instance: DagsterInstance, store: ObjectStore, la
     report = DeletionReport(tenant)
     # The registry and the serving files first: from here on the fleet no longer loads the tenant's adapters.
     report.adapters = registry.delete_tenant(tenant)
-    write_serving_configs(serving_configs(registry.list()), serving_dir)
+    rewrite_from_registry(registry, serving_dir)
     report.landing_objects = store.delete_prefix(f"tenants/{tenant}/")
     tenant_dir = layout.tenant_dir(tenant)
     if tenant_dir.exists():

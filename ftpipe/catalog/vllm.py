@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftpipe.catalog.adapters import AdapterRecord
+from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry
 
 VLLM_MAX_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -65,3 +65,10 @@ def write_serving_configs(configs: list[ServingConfig], out_dir: str | Path) -> 
         if stale not in written:
             stale.unlink()
     return written
+
+
+def rewrite_from_registry(registry: AdapterRegistry, out_dir: str | Path) -> list[ServingConfig]:
+    """What every registry change runs: the fleet's files rebuilt from the adapters promoted now."""
+    configs = serving_configs(registry.list())
+    write_serving_configs(configs, out_dir)
+    return configs
