@@ -17,6 +17,7 @@ from dagster import (
 
 from ft_assets.partition import ERROR_CLASS_KEY, USER_ERROR, publish, tenant_job
 from ftpipe.basemodel.registry import BaseModelNotFound
+from ftpipe.catalog.adapters import now_utc
 from ftpipe.data.pipeline import check_examples, load_examples
 from ftpipe.data.preflight import PREFLIGHT_WARNING_KINDS, run_preflight
 from ftpipe.data.quality import WARNING_KINDS
@@ -26,17 +27,41 @@ from ftpipe.data.tokenize import tokenize_examples
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
 from ftpipe.manifest import ManifestError, parse_manifest
+from ftpipe.metering.ledger import month_of
+from ftpipe.metering.quota import decide
+from ftpipe.tenants import PlatformConfig
 from ftpipe.training.autoconfig import DoesNotFit
 from ftpipe.training.plan import plan_training
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, BaseModelsResource, LandingZoneResource, PlatformResource
+from resources import (
+    ArtifactStoreResource,
+    BaseModelsResource,
+    CatalogResource,
+    LandingZoneResource,
+    PlatformResource,
+)
 from sensors.run_tags import POOL_TAG
 
 
 def _user_failure(store, tenant: str, job: str, message: str) -> Failure:
     publish(store, tenant, job, "rejected.md", f"# Job {tenant}/{job} was rejected\n\n{message}\n")
     return Failure(description=message, metadata={ERROR_CLASS_KEY: USER_ERROR})
+
+
+def _check_quota(context: AssetExecutionContext, catalog: CatalogResource, config: PlatformConfig, tenant: str,
+                 job: str, estimated_gpu_hours: float, store) -> None:
+    """The hard quota again, now with the job's estimate: a job that would cross it stops before the GPUs."""
+    tier = config.tier_of(tenant)
+    if tier.gpu_hours_per_month is None:
+        return
+    month = month_of(now_utc())
+    decision = decide(config.tenant(tenant).tier, tier.gpu_hours_per_month, tier.quota,
+                      catalog.ledger().charged_hours(month).get(tenant, 0.0), month, estimated_gpu_hours)
+    if not decision.allowed:
+        raise _user_failure(store, tenant, job, decision.message)
+    if decision.over_soft_quota:
+        context.log.warning(decision.message)
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"polars"})
@@ -154,7 +179,8 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
        for kind in PREFLIGHT_WARNING_KINDS],
 )
 def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, base_models: BaseModelsResource,
-                      artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource):
+                      artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource,
+                      catalog: CatalogResource):
     """The train split rendered through the base model's chat template with assistant masks, cached by content.
 
     The same table is the pre-flight: its token counts give the statistics, errors and cost estimate.
@@ -210,6 +236,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     publish(store, tenant, job, "validation.json", report_json(check, preflight))
     for error in preflight.errors[:20]:
         context.log.warning(str(error))
+    _check_quota(context, catalog, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
 
     yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,

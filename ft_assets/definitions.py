@@ -2,6 +2,7 @@
 
 from dagster import Definitions
 
+from ft_assets.billing import billing_job, billing_schedule, monthly_billing
 from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.evaluation import eval_report
 from ft_assets.jobs import finetune_job
@@ -14,16 +15,17 @@ from sensors.failures import resume_failed_runs
 from sensors.uploads import upload_sensor
 
 ASSETS = [raw_dataset, validated_dataset, tokenized_dataset, adapter, eval_report, registered_adapter,
-          vllm_serving_config]
+          vllm_serving_config, monthly_billing]
 
 
 def build_defs(resources: dict | None = None) -> Definitions:
     """The project's definitions, with resources from the environment unless given (tests pass their own)."""
     return Definitions(
         assets=ASSETS,
-        jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention, delete_tenant_job],
+        jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention, delete_tenant_job,
+              billing_job],
         sensors=[upload_sensor, resume_failed_runs],
-        schedules=[serving_schedule, retention_schedule],
+        schedules=[serving_schedule, retention_schedule, billing_schedule],
         resources=resources if resources is not None else resources_from_env(),
     )
 

@@ -6,17 +6,27 @@ from pathlib import Path
 from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
 
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
+from ftpipe.catalog.adapters import now_utc
 from ftpipe.digests import combine
+from ftpipe.metering.classify import LOST
+from ftpipe.metering.ledger import UsageRecord
 from ftpipe.training.runner import TRAINING_RESULT
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, LandingZoneResource, PlatformResource, TrainerLauncherResource
+from resources import (
+    ArtifactStoreResource,
+    CatalogResource,
+    LandingZoneResource,
+    PlatformResource,
+    TrainerLauncherResource,
+)
+from sensors.run_tags import ATTEMPT_TAG
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="training", kinds={"pytorch"})
 def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: TrainerLauncherResource,
-            artifacts: ArtifactStoreResource, landing: LandingZoneResource,
-            platform: PlatformResource) -> Output[dict]:
+            artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource,
+            catalog: CatalogResource) -> Output[dict]:
     """An adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata.
 
     The training directory is derived from the resolved spec, so a retried or resumed run of the same
@@ -27,10 +37,22 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset["base_model"]["digest"])
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
-    pool = platform.config().pools[tokenized_dataset["pool"]]
-    invocation = trainer.run(context, "ftpipe.training.pipes_main", extras={"spec": spec.to_dict()}, pool=pool,
-                             labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
-    ending = next((m for m in reversed(invocation.get_custom_messages()) if "outcome" in m), {})
+    pool_name = tokenized_dataset["pool"]
+    pool = platform.config().pools[pool_name]
+    started, ending = now_utc(), {}
+    try:
+        invocation = trainer.run(context, "ftpipe.training.pipes_main", extras={"spec": spec.to_dict()}, pool=pool,
+                                 labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
+        ending = next((m for m in reversed(invocation.get_custom_messages()) if "outcome" in m), {})
+    finally:
+        # Metered however the trainer ended, even when the run is being terminated around it.
+        usage = UsageRecord.measure(
+            context.run_id, tenant, job, int(context.run.tags.get(ATTEMPT_TAG, "1")), pool_name, pool.gpus_per_slot,
+            pool.price_per_gpu_hour, started, now_utc(), ending.get("outcome", LOST), ending.get("error_class"),
+            ending.get("message") or ending.get("stop_reason"))
+        catalog.ledger().record(usage)
+        context.log.info(f"metered {usage.gpu_seconds:.1f} GPU-seconds on {pool_name}: {usage.category}"
+                         f" ({'billed' if usage.billable else 'refunded'})")
     outcome = ending.get("outcome")
     if outcome == "failed":
         report = "\n".join([ending["message"], *(f"- {line}" for line in ending["advice"])])
@@ -50,5 +72,6 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     return Output(
         {**tokenized_dataset, "adapter_dir": adapter_dir, "spec": spec.to_dict(), "spec_hash": spec_hash,
          "training": training},
-        metadata={**reported, "spec": MetadataValue.json(spec.to_dict())},
+        metadata={**reported, "spec": MetadataValue.json(spec.to_dict()),
+                  "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable},
     )

@@ -3,6 +3,7 @@
     tenants/{tenant}/jobs/{job}/manifest.yaml     the submission (written last)
     tenants/{tenant}/jobs/{job}/<dataset files>   the data the manifest names
     tenants/{tenant}/results/{job}/...            reports the platform writes back for the tenant
+    tenants/{tenant}/billing/{YYYY-MM}.md         the tenant's monthly GPU usage statement
 
 Uploads and results live under separate prefixes so that the platform never writes into what a tenant
 uploaded, and every key is built from validated names so none can leave the tenant's prefix.
@@ -35,6 +36,12 @@ def manifest_key(tenant: str, job: str) -> str:
 
 def results_key(tenant: str, job: str, name: str) -> str:
     return f"tenants/{validate_name('tenant', tenant)}/results/{validate_name('job', job)}/{name}"
+
+
+def statement_key(tenant: str, month: str) -> str:
+    if not re.fullmatch(r"\d{4}-\d{2}", month):
+        raise ValueError(f"invalid billing month {month!r} (expected YYYY-MM)")
+    return f"tenants/{validate_name('tenant', tenant)}/billing/{month}.md"
 
 
 def match_manifest_key(key: str) -> tuple[str, str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -16,6 +17,10 @@ class TierConfig(BaseModel):
     priority: int = Field(description="Dagster run priority: higher dequeues first.")
     max_examples: int = 1_000_000
     max_concurrent_runs: int = 1
+    gpu_hours_per_month: float | None = Field(default=None, ge=0, description="Monthly GPU-hour quota; none: unlimited")
+    quota: Literal["soft", "hard"] = Field(
+        default="soft", description="hard: refuse jobs past the quota; soft: run them and bill the overage")
+    overage_price_multiplier: float = Field(default=1.0, ge=1.0, description="Price factor beyond a soft quota")
 
 
 class PoolConfig(BaseModel):

@@ -52,6 +52,7 @@ class DeletionReport:
             f"  registry rows: {len(self.adapters)} {', '.join(self.adapters)}".rstrip(),
             f"  Dagster partitions: {len(self.partitions)} {', '.join(self.partitions)}".rstrip(),
             f"  Dagster runs with their event and captured logs: {len(self.runs)}",
+            "kept: the tenant's rows in the GPU usage ledger (billing records: GPU-seconds per run, no data)",
         ])
 
 

@@ -81,6 +81,24 @@ def cmd_set_status(args) -> int:
     return 0
 
 
+def cmd_usage(args) -> int:
+    from datetime import datetime, timezone
+
+    from ftpipe.metering.billing import monthly_bills
+    from ftpipe.metering.ledger import month_of
+
+    res = _resources()
+    month = args.month or month_of(datetime.now(timezone.utc))
+    bills = monthly_bills(res["catalog"].ledger().records(month=month, tenant=args.tenant),
+                          res["platform"].config(), month)
+    print(f"GPU usage in {month}")
+    print(f"{'tenant':<16} {'tier':<10} {'attempts':>8} {'GPU-hours':>10} {'refunded':>10} {'overage':>10} {'total':>10}")
+    for b in bills:
+        print(f"{b.tenant:<16} {b.tier:<10} {b.attempts:>8} {b.gpu_hours:>10.4f} {b.refunded_gpu_hours:>10.4f} "
+              f"{b.overage_gpu_hours:>10.4f} {b.total:>10.2f}")
+    return 0
+
+
 def cmd_delete_tenant(args) -> int:
     from dagster import DagsterInstance
 
@@ -149,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument("adapter_id")
         p.set_defaults(func=cmd_set_status, status=status)
+    p = sub.add_parser("usage", help="GPU-hours, refunds, overage and cost per tenant for a month")
+    p.add_argument("--month", help="YYYY-MM (default: this month, UTC)")
+    p.add_argument("--tenant")
+    p.set_defaults(func=cmd_usage)
     p = sub.add_parser("delete-tenant", help="delete everything of a tenant and report what was deleted")
     p.add_argument("tenant")
     p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")

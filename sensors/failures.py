@@ -1,5 +1,7 @@
 """Classify failed runs and resume the ones that failed for the platform's reasons, not the tenant's."""
 
+from datetime import datetime, timezone
+
 from dagster import (
     AssetCheckSeverity,
     DagsterEventType,
@@ -13,11 +15,14 @@ from dagster import (
 
 from ft_assets.jobs import finetune_job
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, USER_ERROR
+from ftpipe.metering.classify import LOST
+from ftpipe.metering.ledger import UsageRecord
 from ftpipe.notify.webhooks import notify_tenant
-from resources import PlatformResource
-from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, TENANT_TAG
+from resources import CatalogResource, PlatformResource
+from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, POOL_TAG, TENANT_TAG
 
 MAX_ATTEMPTS = 3
+TRAINING_STEP = "adapter"
 GATE_FAILURES = ("check quality_gates failed", "check serving_compatible failed")
 
 
@@ -53,9 +58,33 @@ def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str
     return PLATFORM_ERROR, "run failed before any step ran"
 
 
+def meter_lost_attempt(instance: DagsterInstance, run: DagsterRun, platform: PlatformResource,
+                       catalog: CatalogResource) -> UsageRecord | None:
+    """A run whose worker died while training never wrote its usage: the slot was held from the training
+    step's start to the run's end, at the platform's cost. A run that did write it is left alone."""
+    ledger = catalog.ledger()
+    started = next((r.timestamp for r in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
+                    if r.step_key == TRAINING_STEP), None)
+    if started is None or ledger.has(run.run_id):
+        return None
+    record = instance.get_run_record_by_id(run.run_id)
+    ended = record.end_time if record and record.end_time else started
+    pool_name = run.tags.get(POOL_TAG, platform.config().default_pool)
+    pool = platform.config().pools.get(pool_name)
+    usage = UsageRecord.measure(
+        run.run_id, run.tags.get(TENANT_TAG, ""), run.tags.get(JOB_TAG, ""), int(run.tags.get(ATTEMPT_TAG, "1")),
+        pool_name, pool.gpus_per_slot if pool else 1, pool.price_per_gpu_hour if pool else 0.0,
+        datetime.fromtimestamp(started, timezone.utc), datetime.fromtimestamp(ended, timezone.utc), LOST,
+        reason="the run ended without the training step reporting its usage")
+    return usage if ledger.record(usage) else None
+
+
 @run_failure_sensor(monitored_jobs=[finetune_job], request_job=finetune_job, minimum_interval_seconds=10)
-def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource):
+def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource, catalog: CatalogResource):
     run = context.dagster_run
+    lost = meter_lost_attempt(context.instance, run, platform, catalog)
+    if lost:
+        context.log.info(f"metered a lost attempt of {run.run_id}: {lost.gpu_seconds:.1f} GPU-seconds, refunded")
     error_class, reason = failure_reason(context.instance, run)
     attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
     if error_class == USER_ERROR:

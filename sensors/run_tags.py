@@ -11,6 +11,7 @@ POOL_TAG = "ftpipe/pool"
 ATTEMPT_TAG = "ftpipe/attempt"
 MANIFEST_VERSION_TAG = "ftpipe/manifest-version"
 PRIORITY_TAG = "dagster/priority"
+OVER_QUOTA_TAG = "ftpipe/over-quota"
 
 
 def run_tags(platform: PlatformConfig, tenant: str, job: str, attempt: int = 1) -> dict[str, str]:

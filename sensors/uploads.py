@@ -8,16 +8,30 @@ Admission routes each job to the smallest pool whose slot fits its memory estima
 job that fits no pool is refused here, with the estimate, and never queues. A manifest that does not parse,
 or names an unknown base model, is admitted to the default pool: its run fails at once on that error and
 tells the tenant, as every other input error does.
+
+Quotas are checked here too, against the month's billable GPU-hours in the usage ledger: a tenant whose
+tier has a hard quota that is used up is refused (the reason lands in its results area); a job over a
+soft quota queues, tagged ``ftpipe/over-quota``, and its hours are billed as overage. The pre-flight checks
+the hard quota again with the job's own estimate, still before any GPU time.
 """
 
 import json
+from datetime import datetime, timezone
 
-from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, sensor
+from dagster import (
+    DefaultSensorStatus,
+    RunRequest,
+    SensorEvaluationContext,
+    SensorResult,
+    sensor,
+)
 
 from ft_assets.jobs import finetune_job
 from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.landing import TENANTS_PREFIX, match_manifest_key, results_key
 from ftpipe.manifest import ManifestError, parse_manifest
+from ftpipe.metering.ledger import month_of
+from ftpipe.metering.quota import decide
 from ftpipe.objectstore import ObjectExists
 from ftpipe.routing import route
 from ftpipe.tenants import PlatformConfig
@@ -25,13 +39,18 @@ from ftpipe.training.memory import ModelShape
 from ftpipe.training.spec import TrainJobSpec
 from partitions.keys import InvalidName, partition_key
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import BaseModelsResource, LandingZoneResource, PlatformResource
-from sensors.run_tags import MANIFEST_VERSION_TAG, POOL_TAG, run_tags
+from resources import (
+    BaseModelsResource,
+    CatalogResource,
+    LandingZoneResource,
+    PlatformResource,
+)
+from sensors.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, POOL_TAG, run_tags
 
 
 @sensor(job=finetune_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
 def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource, platform: PlatformResource,
-                  base_models: BaseModelsResource) -> SensorResult:
+                  base_models: BaseModelsResource, catalog: CatalogResource) -> SensorResult:
     store = landing.store()
     config = platform.config()
     known = set(context.instance.get_dynamic_partitions(tenant_jobs_partitions.name))
@@ -39,6 +58,8 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     new_keys: list[str] = []
     requests: list[RunRequest] = []
     listed: set[str] = set()
+    month = month_of(datetime.now(timezone.utc))
+    used_hours: dict[str, float] | None = None  # read from the ledger once per tick, only when needed
     for obj in store.list(TENANTS_PREFIX):
         match = match_manifest_key(obj.key)
         if match is None:
@@ -57,7 +78,13 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
         if seen.get(key) == obj.version:
             continue
         seen[key] = obj.version
+        if used_hours is None:
+            used_hours = catalog.ledger().charged_hours(month)
+        tier = config.tier_of(tenant)
+        quota = decide(config.tenant(tenant).tier, tier.gpu_hours_per_month, tier.quota,
+                       used_hours.get(tenant, 0.0), month)
         pool, refusal = _admit(store.read_bytes(obj.key), obj.key, config, base_models)
+        refusal = refusal or (None if quota.allowed else quota.message)
         if refusal:
             _reject(store, tenant, job, refusal)
             context.log.warning(f"refused {key}: {refusal}")
@@ -67,7 +94,8 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
         requests.append(RunRequest(
             run_key=f"{key}@{obj.version}",
             partition_key=key,
-            tags={**run_tags(config, tenant, job), POOL_TAG: pool, MANIFEST_VERSION_TAG: obj.version},
+            tags={**run_tags(config, tenant, job), POOL_TAG: pool, MANIFEST_VERSION_TAG: obj.version,
+                  **({OVER_QUOTA_TAG: "soft"} if quota.over_soft_quota else {})},
         ))
     # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and
     # a job uploaded again after its deletion is new.

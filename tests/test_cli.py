@@ -34,3 +34,20 @@ def test_submit_refuses_bad_names_and_bad_manifests_before_uploading(landing, tm
     assert main(["submit", "--tenant", "acme", "--job", "j", "--data", str(data), "--manifest", str(manifest)]) == 2
     assert "names ['other.jsonl'], which are not being uploaded" in capsys.readouterr().err
     assert landing.list("tenants/") == []
+
+
+def test_usage_prints_the_months_bill_per_tenant(landing, tmp_path, capsys):
+    from datetime import datetime, timedelta, timezone
+
+    from ftpipe.metering.ledger import UsageLedger, UsageRecord
+
+    start = datetime(2026, 10, 5, 8, tzinfo=timezone.utc)
+    ledger = UsageLedger(tmp_path / "home" / "catalog.duckdb")
+    ledger.record(UsageRecord.measure("r1", "acme", "j", 1, "h100x1", 2, 2.5, start, start + timedelta(hours=1),
+                                      "completed"))
+    ledger.record(UsageRecord.measure("r2", "acme", "j", 2, "h100x1", 2, 2.5, start, start + timedelta(hours=1),
+                                      "interrupted"))
+    assert main(["usage", "--month", "2026-10"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "GPU usage in 2026-10"
+    assert out[2].split() == ["acme", "premium", "2", "2.0000", "2.0000", "0.0000", "5.00"]

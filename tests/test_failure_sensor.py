@@ -14,14 +14,14 @@ from dagster import (
 from ft_assets.definitions import build_defs
 from ftpipe import synthetic
 from ftpipe_cli.submit import default_manifest, submit_job
-from resources import TrainerLauncherResource
-from sensors.failures import failure_reason, resume_failed_runs
+from resources import CatalogResource, TrainerLauncherResource
+from sensors.failures import failure_reason, meter_lost_attempt, resume_failed_runs
 from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 
 
-def _failed_run(instance, resources, tenant, job):
+def _failed_run(instance, resources, tenant, job, sensor_catalog=None):
     key = f"{tenant}__{job}"
     instance.add_dynamic_partitions("tenant_jobs", [key])
     result = build_defs(resources).resolve_job_def("finetune").execute_in_process(
@@ -32,10 +32,12 @@ def _failed_run(instance, resources, tenant, job):
     event = next(iter(instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE))).dagster_event
     return run, build_run_status_sensor_context(sensor_name=resume_failed_runs.name, dagster_instance=instance,
                                                 dagster_run=run, dagster_event=event,
-                                                resources={"platform": resources["platform"]}).for_run_failure()
+                                                resources={"platform": resources["platform"],
+                                                           "catalog": sensor_catalog or resources["catalog"]},
+                                                ).for_run_failure()
 
 
-def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources, tiny_model):
+def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources, tiny_model, tmp_path):
     # The trainer process dies at once, as on a lost node: nothing about the tenant's data is wrong.
     resources = {**local_resources, "trainer": TrainerLauncherResource(python_executable="/bin/false")}
     submit_job(resources["landing"].store(), "acme", "crash-v1",
@@ -44,6 +46,15 @@ def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources,
         run, context = _failed_run(instance, resources, "acme", "crash-v1")
         assert failure_reason(instance, run)[0] == "platform"
         request = resume_failed_runs(context)
+        # The training step metered the attempt as lost (refunded) even though its trainer never reported.
+        (usage,) = resources["catalog"].ledger().records()
+        assert (usage.run_id, usage.attempt, usage.category, usage.billable) == (run.run_id, 1, "lost", False)
+        # A run worker that died before it could write: the sensor meters the attempt, and only once.
+        other = CatalogResource(path=str(tmp_path / "other.duckdb"))
+        lost = meter_lost_attempt(instance, run, resources["platform"], other)
+        assert lost is not None and lost.category == "lost" and not lost.billable
+        assert meter_lost_attempt(instance, run, resources["platform"], other) is None
+        assert len(other.ledger().records()) == 1
     assert isinstance(request, RunRequest)
     assert request.partition_key == "acme__crash-v1"
     assert request.tags["ftpipe/attempt"] == "2" and request.tags["dagster/priority"] == "10"

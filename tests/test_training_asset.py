@@ -9,22 +9,24 @@ import psutil
 import pytest
 from dagster import DagsterRunStatus, instance_for_test, materialize
 
+from ft_assets.billing import monthly_billing
 from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.training import adapter
 from ftpipe import synthetic
-from ftpipe.landing import results_key
+from ftpipe.landing import results_key, statement_key
 from ftpipe_cli.submit import default_manifest, submit_job
 from partitions.keys import partition_key
-from sensors.failures import failure_reason
+from resources import TrainerLauncherResource
+from sensors.failures import failure_reason, meter_lost_attempt
 
 pytestmark = pytest.mark.slow
 
 UP_TO_ADAPTER = [raw_dataset, validated_dataset, tokenized_dataset, adapter]
 
 
-def _materialize(instance, resources, key):
+def _materialize(instance, resources, key, attempt=1):
     return materialize(UP_TO_ADAPTER, partition_key=key, resources=resources, instance=instance,
-                       raise_on_error=False)
+                       raise_on_error=False, tags={"ftpipe/attempt": str(attempt)})
 
 
 def _submit(resources, tenant, job, hyperparameters):
@@ -72,13 +74,22 @@ def _signal_trainer_when_it_starts(artifacts_root: Path, sig: int, signalled: li
     return thread
 
 
-def test_a_preempted_trainer_checkpoints_and_the_next_run_resumes_from_it(local_resources):
+def test_a_preempted_trainer_checkpoints_and_the_next_run_resumes_from_it_and_is_billed_once_per_attempt(
+        local_resources):
     key = _submit(local_resources, "acme", "spot", {"epochs": 2})
+    ledger = local_resources["catalog"].ledger()
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("tenant_jobs", [key])
+        # Attempt 1: the trainer process dies at once, as on a lost node.
+        crashed = _materialize(instance, {**local_resources,
+                                          "trainer": TrainerLauncherResource(python_executable="/bin/false")},
+                               key, attempt=1)
+        assert not crashed.success
+
+        # Attempt 2: preempted; the trainer checkpoints on the signal and stops.
         signalled = []
         watcher = _signal_trainer_when_it_starts(Path(local_resources["artifacts"].root), signal.SIGUSR1, signalled)
-        first = _materialize(instance, local_resources, key)
+        first = _materialize(instance, local_resources, key, attempt=2)
         watcher.join(timeout=5)
         assert signalled, "the trainer was never signalled"
         run = instance.get_run_by_id(first.run_id)
@@ -86,11 +97,38 @@ def test_a_preempted_trainer_checkpoints_and_the_next_run_resumes_from_it(local_
         error_class, reason = failure_reason(instance, run)
         assert error_class == "platform" and "trainer stopped at step 1/" in reason and "SIGUSR1" in reason
 
-        second = _materialize(instance, local_resources, key)
+        # Attempt 3 resumes where attempt 2 stopped.
+        second = _materialize(instance, local_resources, key, attempt=3)
         assert second.success
         meta = second.asset_materializations_for_node("adapter")[0].metadata
         assert meta["resumed_from_step"].value == 1
         assert meta["steps"].value > 1
+
+        # Duplicate events: the failure sensor's fallback sees both failed runs, and the last attempt is
+        # reported again; none of it adds a row.
+        for failed in (crashed, first):
+            assert meter_lost_attempt(instance, instance.get_run_by_id(failed.run_id), local_resources["platform"],
+                                      local_resources["catalog"]) is None
+        assert not ledger.record(ledger.records(run_id=second.run_id)[0])
+        rows = ledger.records()
+        assert [(r.run_id, r.attempt, r.category, r.billable) for r in rows] == [
+            (crashed.run_id, 1, "lost", False), (first.run_id, 2, "preempted", False),
+            (second.run_id, 3, "completed", True)]
+        assert all(r.gpu_seconds > 0 for r in rows[1:])
+        assert meta["gpu_seconds"].value == pytest.approx(rows[2].gpu_seconds, abs=1e-3)
+
+        # The month's bill charges the completed attempt only and lists all three for the tenant.
+        month = rows[0].month
+        billing = materialize([monthly_billing], partition_key=f"{month}-01", resources=local_resources,
+                              instance=instance)
+        assert billing.success
+        bill_meta = billing.asset_materializations_for_node("monthly_billing")[0].metadata
+        assert bill_meta["attempts"].value == 3
+        assert bill_meta["gpu_hours"].value == pytest.approx(rows[2].gpu_hours, abs=1e-6)
+        statement = local_resources["landing"].store().read_bytes(statement_key("acme", month)).decode()
+    assert f"- billable: {rows[2].gpu_hours:.4f} GPU-hours" in statement
+    assert "| lost | refunded |" in statement and "| preempted | refunded |" in statement
+    assert "| completed | yes |" in statement
 
 
 def test_a_two_worker_slot_trains_under_torchrun_and_reports_once(local_resources, tmp_path):
@@ -109,6 +147,9 @@ def test_a_two_worker_slot_trains_under_torchrun_and_reports_once(local_resource
         assert result.success
         (materialization,) = result.asset_materializations_for_node("adapter")
         assert materialization.metadata["steps"].value == 6
+        (usage,) = resources["catalog"].ledger().records()
+        assert usage.gpus == 2  # a two-GPU slot is billed for both
+        assert usage.gpu_seconds == pytest.approx(2 * (usage.ended_at - usage.started_at).total_seconds())
         logs = [r.user_message for r in instance.all_logs(result.run_id)]
     assert sum("step 5/6 loss=" in m for m in logs) == 1  # logged every 5 steps, by rank 0 only
     (checkpoint,) = Path(local_resources["artifacts"].root).glob("tenants/acme/jobs/pair/training/*/checkpoints/checkpoint-*")

@@ -6,7 +6,7 @@ from dagster import SensorResult, build_sensor_context, instance_for_test
 
 from ftpipe.landing import manifest_key, results_key
 from ftpipe_cli.submit import default_manifest, submit_job
-from resources import BaseModelsResource, LandingZoneResource, PlatformResource
+from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
 from sensors.uploads import upload_sensor
 
 
@@ -20,7 +20,8 @@ def landing(request, tmp_path) -> LandingZoneResource:
 
 def _tick(instance, landing, platform_file, cursor=None) -> SensorResult:
     resources = {"landing": landing, "platform": PlatformResource(tenants_file=str(platform_file)),
-                 "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"])}
+                 "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
+                 "catalog": CatalogResource(path=str(platform_file.parent / "catalog.duckdb"))}
     return upload_sensor(build_sensor_context(instance=instance, resources=resources, cursor=cursor))
 
 

@@ -4,21 +4,18 @@ A row never changes except for its status, which only moves forward: draft -> pr
 archived (a draft may also be deprecated). What was registered is immutable: a new fine-tune is a new
 adapter_id, and ``register`` refuses an id it already holds.
 
-Each connection is short-lived because several run workers (separate processes) write to the same file and
-DuckDB allows one writer process at a time; a writer that finds the file locked waits and retries.
+The catalog file is shared with the usage ledger; ``ftpipe.catalog.db`` explains its short-lived connections.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import duckdb
+from ftpipe.catalog.db import connect
 
 STATUSES = ("draft", "promoted", "deprecated", "archived")
 TRANSITIONS = {"draft": {"promoted", "deprecated"}, "promoted": {"deprecated"}, "deprecated": {"archived"},
@@ -73,23 +70,8 @@ class AdapterRegistry:
         self.db_path = Path(db_path)
         self.lock_timeout_s = lock_timeout_s
 
-    @contextmanager
     def _connect(self):
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
-        while True:
-            try:
-                con = duckdb.connect(str(self.db_path))
-                break
-            except duckdb.IOException as exc:
-                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        try:
-            con.execute(_SCHEMA)
-            yield con
-        finally:
-            con.close()
+        return connect(self.db_path, _SCHEMA, self.lock_timeout_s)
 
     @staticmethod
     def new_adapter_id(tenant: str, job: str) -> str:

@@ -1,0 +1,33 @@
+"""Short-lived DuckDB connections to the catalog file, shared by the registry and the usage ledger.
+
+Several run workers, sensors and the CLI (separate processes) write to the same file, and DuckDB allows
+one writer process at a time: a connection is held only for one operation, and a process that finds the
+file locked waits and retries.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+
+@contextmanager
+def connect(db_path: Path, schema: str, lock_timeout_s: float = 60.0):
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + lock_timeout_s
+    while True:
+        try:
+            con = duckdb.connect(str(db_path))
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    try:
+        con.execute(schema)
+        yield con
+    finally:
+        con.close()
