@@ -56,6 +56,9 @@ class EvaluationConfig(BaseModel):
     quality_gates: dict[str, str] = Field(
         default_factory=lambda: {"holdout_delta": "> 0", "golden_regression": "<= 0.1"},
         description="Platform gates, applied to every job on top of its manifest's own")
+    reeval_tolerance: float = Field(
+        default=0.02, ge=0, description="Nightly re-evaluation: how far golden exact match may move from the "
+                                        "score at registration before the adapter is reported")
 
     @model_validator(mode="after")
     def _gates_parse(self) -> "EvaluationConfig":

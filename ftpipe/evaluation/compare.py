@@ -65,7 +65,7 @@ class EvalReport:
 
 
 @dataclass
-class _Suite:
+class Suite:
     """Tasks scored under one system instruction; ``metrics``: (task, metric label, lm-eval key, higher is better)."""
 
     name: str
@@ -74,7 +74,7 @@ class _Suite:
     metrics: list[tuple[str, str, str, bool]]
 
 
-def _write_suite(name: str, task_dir: Path, docs: list[dict], count_tokens) -> _Suite:
+def write_suite(name: str, task_dir: Path, docs: list[dict], count_tokens) -> Suite:
     """A generation or preference task over ``docs`` and the perplexity of their reference answers."""
     if "choices" in docs[0]:
         system = write_preference_task(task_dir, name, docs)
@@ -83,11 +83,11 @@ def _write_suite(name: str, task_dir: Path, docs: list[dict], count_tokens) -> _
         system = write_holdout_task(task_dir, name, docs)
         primary = (name, "exact_match", "exact_match,none", True)
     write_perplexity_task(task_dir, f"{name}_perplexity", answer_docs(docs), count_tokens)
-    return _Suite(name, task_dir, system,
+    return Suite(name, task_dir, system,
                   [primary, (f"{name}_perplexity", "perplexity", "perplexity,none", False)])
 
 
-def _run_suite(lm, suite: _Suite) -> dict[tuple[str, str], float]:
+def run_suite(lm, suite: Suite) -> dict[tuple[str, str], float]:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -125,12 +125,12 @@ def compare_base_and_tuned(base_model_path: str, adapter_dir: str, holdout_conve
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False).input_ids)
 
-    suites = [_write_suite(HOLDOUT_TASK, work_dir / "tasks" / HOLDOUT_TASK, docs, count_tokens),
-              _write_suite(GOLDEN_TASK, work_dir / "tasks" / GOLDEN_TASK, golden_docs, count_tokens)]
+    suites = [write_suite(HOLDOUT_TASK, work_dir / "tasks" / HOLDOUT_TASK, docs, count_tokens),
+              write_suite(GOLDEN_TASK, work_dir / "tasks" / GOLDEN_TASK, golden_docs, count_tokens)]
     scores: dict[str, dict[tuple[str, str], float]] = {}
     for side, peft in (("base", None), ("tuned", adapter_dir)):
         lm = HFLM(pretrained=base_model_path, peft=peft, dtype="float32", device=device, batch_size=batch_size)
-        scores[side] = {k: v for suite in suites for k, v in _run_suite(lm, suite).items()}
+        scores[side] = {k: v for suite in suites for k, v in run_suite(lm, suite).items()}
         del lm
     rows = [MetricRow(suite.name, label, scores["base"][(suite.name, label)], scores["tuned"][(suite.name, label)],
                       higher_is_better)
