@@ -6,7 +6,14 @@ from ft_assets.billing import billing_job, billing_schedule, monthly_billing
 from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.evaluation import eval_report
 from ft_assets.jobs import finetune_job
-from ft_assets.lifecycle import adapter_lifecycle, adapter_retention, delete_tenant_job, retention_schedule
+from ft_assets.lifecycle import (
+    adapter_lifecycle,
+    adapter_retention,
+    checkpoint_retention,
+    checkpoint_retention_schedule,
+    delete_tenant_job,
+    retention_schedule,
+)
 from ft_assets.monitoring import golden_reevaluation, golden_reevaluation_job, golden_reevaluation_schedule
 from ft_assets.registry import registered_adapter
 from ft_assets.serving import refresh_serving_job, serving_schedule, vllm_serving_config
@@ -24,9 +31,10 @@ def build_defs(resources: dict | None = None) -> Definitions:
     return Definitions(
         assets=ASSETS,
         jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention, delete_tenant_job,
-              billing_job, golden_reevaluation_job],
+              billing_job, golden_reevaluation_job, checkpoint_retention],
         sensors=[upload_sensor, resume_failed_runs],
-        schedules=[serving_schedule, retention_schedule, billing_schedule, golden_reevaluation_schedule],
+        schedules=[serving_schedule, retention_schedule, billing_schedule, golden_reevaluation_schedule,
+                   checkpoint_retention_schedule],
         resources=resources if resources is not None else resources_from_env(),
     )
 

@@ -1,12 +1,13 @@
 """Lifecycle jobs for operators who work in the UI: the same as ``ftpipe promote``, ``deprecate`` and
-``delete-tenant``, and the daily retention of deprecated adapters."""
+``delete-tenant``, and the nightly retention of deprecated adapters and of checkpoints."""
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from dagster import Config, DefaultScheduleStatus, OpExecutionContext, ScheduleDefinition, job, op
 
 from ftpipe_cli.adapters import change_status, retire_deprecated
+from ftpipe.training.retention import apply_retention
 from ftpipe_cli.delete_tenant import delete_tenant
 from resources import (
     ArtifactStoreResource,
@@ -50,6 +51,29 @@ def adapter_retention():
 
 retention_schedule = ScheduleDefinition(job=adapter_retention, cron_schedule="0 3 * * *",
                                         default_status=DefaultScheduleStatus.RUNNING)
+
+
+@op
+def prune_checkpoints(context: OpExecutionContext, platform: PlatformResource,
+                      artifacts: ArtifactStoreResource) -> None:
+    policy = platform.config().retention
+    report = apply_retention(artifacts.root, policy.keep_checkpoints, timedelta(hours=policy.idle_hours),
+                             datetime.now(timezone.utc))
+    for path in report.removed:
+        context.log.info(f"removed {path}")
+    context.log.info(f"checkpoint retention freed {report.freed_bytes / 2**20:.1f} MiB in {len(report.removed)} "
+                     f"folder(s); kept {len(report.final_adapters)} final adapter(s) read-only; "
+                     f"{len(report.skipped_active)} active training folder(s) left alone")
+
+
+@job(description="Keep the newest checkpoints and the final adapter of idle training folders (tenants.yaml: "
+                 "retention)")
+def checkpoint_retention():
+    prune_checkpoints()
+
+
+checkpoint_retention_schedule = ScheduleDefinition(job=checkpoint_retention, cron_schedule="30 3 * * *",
+                                                   default_status=DefaultScheduleStatus.RUNNING)
 
 
 class TenantToDelete(Config):

@@ -69,6 +69,15 @@ class EvaluationConfig(BaseModel):
         return self
 
 
+class RetentionConfig(BaseModel):
+    """What the nightly checkpoint retention keeps (``ftpipe.training.retention``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    keep_checkpoints: int = Field(default=1, ge=0, description="Newest checkpoints kept per training directory "
+                                                               "(at least one while the job is unfinished)")
+    idle_hours: float = Field(default=24, gt=0, description="Directories changed more recently are left alone")
+
+
 class PlatformConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default_pool: str = "h100x1"
@@ -76,6 +85,7 @@ class PlatformConfig(BaseModel):
     tiers: dict[str, TierConfig]
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     serving: ServingProfile = Field(default_factory=ServingProfile)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
 
     @model_validator(mode="after")
