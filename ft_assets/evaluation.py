@@ -6,25 +6,34 @@ from pathlib import Path
 import polars as pl
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
+from ft_assets.gpu import run_on_pool
 from ft_assets.partition import publish
 from partitions.tenant_jobs import tenant_jobs_partitions
-from resources import ArtifactStoreResource, LandingZoneResource, PlatformResource, TrainerLauncherResource
+from resources import (
+    ArtifactStoreResource,
+    CatalogResource,
+    LandingZoneResource,
+    PlatformResource,
+    TrainerLauncherResource,
+)
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="evaluation", kinds={"lm-eval"})
 def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerLauncherResource,
                 artifacts: ArtifactStoreResource, landing: LandingZoneResource,
-                platform: PlatformResource) -> Output[dict]:
+                platform: PlatformResource, catalog: CatalogResource) -> Output[dict]:
     tenant, job = adapter["tenant"], adapter["job"]
     run_dir = artifacts.layout().run_dir(tenant, job, context.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     holdout_file = run_dir / "holdout.parquet"
     pl.read_parquet(adapter["examples_file"]).filter(pl.col("split") == "holdout").write_parquet(holdout_file)
-    invocation = trainer.run(context, "ftpipe.evaluation.pipes_main", extras={
+    config = platform.config()
+    invocation = run_on_pool(context, trainer, catalog, adapter["pool"], config.pools[adapter["pool"]],
+                             "ftpipe.evaluation.pipes_main", extras={
         "base_model_path": adapter["base_model"]["path"], "adapter_dir": adapter["adapter_dir"],
         "holdout_file": str(holdout_file), "work_dir": str(run_dir / "eval"),
-        "objective": adapter["spec"]["objective"], "golden_set": platform.config().evaluation.golden_set,
-    })
+        "objective": adapter["spec"]["objective"], "golden_set": config.evaluation.golden_set,
+    }, processes=1)
     reported = dict(invocation.get_materialize_result().metadata or {})
     report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())
     table = reported["report"].value if "report" in reported else ""

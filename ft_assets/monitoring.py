@@ -21,6 +21,7 @@ from dagster import (
     schedule,
 )
 
+from ft_assets.gpu import run_on_pool
 from ftpipe.evaluation.reeval import GoldenScores, compare_with_registration, reevaluation_markdown
 from resources import (
     ArtifactStoreResource,
@@ -52,10 +53,11 @@ def golden_reevaluation(context: AssetExecutionContext, catalog: CatalogResource
     results, digest = [], ""
     if promoted:
         work_dir.mkdir(parents=True, exist_ok=True)
-        trainer.run(context, "ftpipe.evaluation.reeval_main", pool=config.pools[config.default_pool], extras={
+        run_on_pool(context, trainer, catalog, config.default_pool, config.pools[config.default_pool],
+                    "ftpipe.evaluation.reeval_main", extras={
             "groups": [{"base_model_path": bases[m].path, "adapters": {r.adapter_id: r.path for r in records}}
                        for m, records in groups.items()],
-            "work_dir": str(work_dir), "golden_set": config.evaluation.golden_set})
+            "work_dir": str(work_dir), "golden_set": config.evaluation.golden_set}, processes=1)
         scores = json.loads((work_dir / "golden_scores.json").read_text())
         digest = scores["golden_set_digest"]
         for (model_id, records), group in zip(groups.items(), scores["groups"]):

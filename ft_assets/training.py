@@ -5,6 +5,7 @@ from pathlib import Path
 
 from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
 
+from ft_assets.gpu import run_on_pool
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
 from ftpipe.catalog.adapters import now_utc
 from ftpipe.digests import combine
@@ -41,8 +42,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     pool = platform.config().pools[pool_name]
     started, ending = now_utc(), {}
     try:
-        invocation = trainer.run(context, "ftpipe.training.pipes_main", extras={"spec": spec.to_dict()}, pool=pool,
-                                 labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
+        invocation = run_on_pool(context, trainer, catalog, pool_name, pool, "ftpipe.training.pipes_main",
+                                 extras={"spec": spec.to_dict()}, labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
         ending = next((m for m in reversed(invocation.get_custom_messages()) if "outcome" in m), {})
     finally:
         # Metered however the trainer ended, even when the run is being terminated around it.

@@ -2,11 +2,12 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from ftpipe.catalog.adapters import AdapterRegistry
+from ftpipe.leases import DeviceLeases
 from ftpipe.metering.ledger import UsageLedger
 
 
 class CatalogResource(ConfigurableResource):
-    """The DuckDB catalog: the adapter registry and the GPU usage ledger."""
+    """The DuckDB catalog: the adapter registry, the GPU usage ledger and the device leases."""
 
     path: str = Field(description="DuckDB database file")
 
@@ -15,3 +16,6 @@ class CatalogResource(ConfigurableResource):
 
     def ledger(self) -> UsageLedger:
         return UsageLedger(self.path)
+
+    def leases(self) -> DeviceLeases:
+        return DeviceLeases(self.path)

@@ -41,8 +41,9 @@ class TrainerLauncherResource(ConfigurableResource):
     shm_size_gb: int = 16
 
     def run(self, context, module: str, extras: dict, pool: PoolConfig | None = None, devices: str | None = None,
-            labels: dict[str, str] | None = None) -> PipesClientCompletedInvocation:
-        gpus = pool.gpus_per_slot if pool else 1  # on a CPU pool: worker processes per slot
+            labels: dict[str, str] | None = None, processes: int | None = None) -> PipesClientCompletedInvocation:
+        """``processes``: one per GPU of the slot unless given (evaluation runs as one process)."""
+        gpus = processes or (pool.gpus_per_slot if pool else 1)  # on a CPU pool: worker processes per slot
         env = {**_OFFLINE_ENV, **self.env}
         if self.backend == "kubernetes":
             return self._run_pod(context, module, extras, pool, gpus, env, labels or {})

@@ -1,0 +1,10 @@
+"""A stand-in GPU process for tests: reports the devices it was pinned to, then holds them a moment."""
+
+import os
+import time
+
+from dagster_pipes import open_dagster_pipes
+
+with open_dagster_pipes() as pipes:
+    pipes.report_custom_message({"visible": os.environ.get("CUDA_VISIBLE_DEVICES")})
+    time.sleep(float(pipes.get_extra("hold_s")))

@@ -1,0 +1,106 @@
+"""Device leases: disjoint under concurrent claims, released with their run, reclaimed from the dead."""
+
+import multiprocessing
+import os
+
+import pytest
+from dagster import (
+    AssetExecutionContext,
+    DagsterRunStatus,
+    MaterializeResult,
+    asset,
+    instance_for_test,
+    materialize,
+)
+
+from dagster._core.test_utils import create_run_for_test
+
+from ft_assets.gpu import run_on_pool
+from ftpipe.leases import DeviceLeases, NoFreeDevices
+from resources import CatalogResource, PlatformResource, TrainerLauncherResource
+
+
+def test_claims_are_disjoint_and_a_run_gets_its_own_devices_back(tmp_path):
+    leases = DeviceLeases(tmp_path / "catalog.duckdb")
+    assert leases.acquire("h100x4", 8, 4, "run-a") == [0, 1, 2, 3]
+    assert leases.acquire("h100x4", 8, 4, "run-b") == [4, 5, 6, 7]
+    assert leases.acquire("h100x4", 8, 4, "run-a") == [0, 1, 2, 3]  # a retried step of the same run
+    with pytest.raises(NoFreeDevices, match="pool h100x4: run run-c needs 4 device\\(s\\), 0 of 8 are free"):
+        leases.acquire("h100x4", 8, 4, "run-c")
+    assert leases.acquire("h100x1", 16, 1, "run-c") == [0]  # pools are separate
+    leases.release("run-a")
+    assert leases.acquire("h100x4", 8, 4, "run-c") == [0, 1, 2, 3]
+
+
+def _claim(db: str, run_id: str, queue) -> None:
+    try:
+        queue.put((run_id, DeviceLeases(db).acquire("h100x1", 8, 1, run_id)))
+    except NoFreeDevices as exc:
+        queue.put((run_id, str(exc)))
+
+
+def test_concurrent_claims_from_separate_processes_never_share_a_device(tmp_path):
+    db = str(tmp_path / "catalog.duckdb")
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    workers = [context.Process(target=_claim, args=(db, f"run-{n}", queue)) for n in range(10)]
+    for w in workers:
+        w.start()
+    results = dict(queue.get(timeout=120) for _ in workers)
+    for w in workers:
+        w.join(timeout=60)
+    granted = [devices for devices in results.values() if isinstance(devices, list)]
+    refused = [message for message in results.values() if isinstance(message, str)]
+    assert sorted(d for devices in granted for d in devices) == list(range(8))
+    assert len(refused) == 2 and all("0 of 8 are free" in m for m in refused)
+
+
+def test_a_lease_whose_worker_died_is_reclaimed(tmp_path):
+    db = str(tmp_path / "catalog.duckdb")
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    # A worker claims the pool's only device and dies without releasing it.
+    worker = context.Process(target=_claim, args=(db, "dead-run", queue))
+    worker.start()
+    assert queue.get(timeout=120) == ("dead-run", [0])
+    worker.join(timeout=60)
+    leases = DeviceLeases(db)
+    (lease,) = leases.held()
+    assert lease.pid == worker.pid and lease.run_id == "dead-run"
+    # The next claim finds the holder gone (by the default liveness check: the process) and takes the device.
+    assert leases.acquire("h100x1", 1, 1, "next-run") == [0]
+    assert [(lease.run_id, lease.pid) for lease in leases.held()] == [("next-run", os.getpid())]
+
+
+def test_a_runs_gpu_process_is_pinned_to_its_leased_devices_and_the_lease_ends_with_it(tmp_path):
+    platform_file = tmp_path / "tenants.yaml"
+    platform_file.write_text(
+        "default_pool: quad\npools:\n  quad: {gpu: cpu, gpu_memory_gb: 8, gpus_per_slot: 2, slots: 2, "
+        "peak_tflops: 1}\ntiers:\n  premium: {priority: 10}\n")
+    catalog = CatalogResource(path=str(tmp_path / "catalog.duckdb"))
+    seen = {}
+
+    @asset
+    def gpu_work(context: AssetExecutionContext, trainer: TrainerLauncherResource, catalog: CatalogResource,
+                 platform: PlatformResource) -> MaterializeResult:
+        pool = platform.config().pools["quad"]
+        invocation = run_on_pool(context, trainer, catalog, "quad", pool, "tests.helpers.report_devices",
+                                 extras={"hold_s": 0.1}, processes=1)
+        seen[context.run_id] = invocation.get_custom_messages()[0]["visible"]
+        return MaterializeResult()
+
+    resources = {"trainer": TrainerLauncherResource(), "catalog": catalog,
+                 "platform": PlatformResource(tenants_file=str(platform_file))}
+    leases = catalog.leases()
+    with instance_for_test() as instance:
+        # Devices 0 and 1 are held by a run that is still going; 2 and 3 by one that ended without releasing
+        # them (its worker was killed).
+        live = create_run_for_test(instance, status=DagsterRunStatus.STARTED)
+        leases.acquire("quad", 4, 2, live.run_id)
+        ended = create_run_for_test(instance, status=DagsterRunStatus.FAILURE)
+        leases.acquire("quad", 4, 2, ended.run_id)
+        result = materialize([gpu_work], resources=resources, instance=instance)
+    assert result.success
+    assert seen[result.run_id] == "2,3"  # the dead run's devices, never the live one's
+    # The run's lease ended with its GPU process; the live run keeps its devices.
+    assert [(lease.run_id, lease.device) for lease in leases.held()] == [(live.run_id, 0), (live.run_id, 1)]
