@@ -1,0 +1,119 @@
+"""The QueuedRunCoordinator's real dequeue, with the project's limits, over many runs across tenants, tiers
+and pools: at every step no pool holds more runs than it has slots, no tenant more than its concurrency
+quota, the free tier no more than its share, and no queued run is passed over by a lower-priority one
+unless a limit blocks it."""
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import DagsterEvent, DagsterEventType, DagsterRunStatus, instance_for_test
+from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.test_utils import create_run_for_test, create_test_daemon_workspace_context
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.workspace.load_target import EmptyWorkspaceTarget
+from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+from ftpipe.tenants import load_platform_config
+from sensors.run_tags import POOL_TAG, PRIORITY_TAG, TENANT_TAG, TIER_TAG
+
+REPO = Path(__file__).resolve().parents[1]
+IN_PROGRESS = {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
+
+
+def _coordinator_config(dagster_yaml: Path) -> dict:
+    return yaml.safe_load(dagster_yaml.read_text())["run_coordinator"]["config"]
+
+
+def _limits(config: dict) -> dict[tuple[str, str], int]:
+    """(tag key, value) -> limit; value "*" for a limit applied per unique value."""
+    return {(lim["key"], "*" if isinstance(lim["value"], dict) else lim["value"]): lim["limit"]
+            for lim in config["tag_concurrency_limits"]}
+
+
+@pytest.mark.parametrize("dagster_yaml", ["dagster.yaml", "docs/deploy/dagster.postgres.yaml"])
+def test_every_pools_queue_limit_is_its_slots(dagster_yaml):
+    limits = _limits(_coordinator_config(REPO / dagster_yaml))
+    platform = load_platform_config(REPO / "tenants.yaml")
+    assert {value: limit for (key, value), limit in limits.items() if key == POOL_TAG} == {
+        name: pool.slots for name, pool in platform.pools.items()}
+
+
+def _blocked(run, running, limits, max_concurrent) -> bool:
+    tags = run.tags
+    if len(running) >= max_concurrent:
+        return True
+    if sum(r.tags[TENANT_TAG] == tags[TENANT_TAG] for r in running) >= limits[(TENANT_TAG, "*")]:
+        return True
+    for key in (POOL_TAG, TIER_TAG):
+        limit = limits.get((key, tags[key]))
+        if limit is not None and sum(r.tags[key] == tags[key] for r in running) >= limit:
+            return True
+    return False
+
+
+def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
+    config = _coordinator_config(REPO / "dagster.yaml")
+    config = {**config, "max_concurrent_runs": 24}  # a bigger deployment than the demo's, so pools bind
+    limits = _limits(config)
+    platform = load_platform_config(REPO / "tenants.yaml")
+    tiers = {"premium": platform.tiers["premium"].priority, "standard": platform.tiers["standard"].priority,
+             "free": platform.tiers["free"].priority}
+    rng = random.Random(7)
+    with instance_for_test(overrides={
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
+                            "config": config},
+        "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
+    }) as instance, create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as workspace:
+        # Queued runs need an origin; the mocked launcher never loads it.
+        origin = RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
+            LoadableTargetOrigin(module_name="ft_assets.definitions"), location_name="ftpipe"), "__repository__"),
+            "finetune")
+        runs = []
+        for n in range(120):
+            tenant = f"t{n % 40:02d}"
+            tier = ("premium", "standard", "free")[int(tenant[1:]) % 3]
+            pool = rng.choices(["h100x1", "h100x4", "h100x8"], weights=[8, 2, 1])[0]
+            runs.append(create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.QUEUED,
+                                            remote_job_origin=origin, tags={
+                TENANT_TAG: tenant, TIER_TAG: tier, POOL_TAG: pool, PRIORITY_TAG: str(tiers[tier])}))
+        daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
+        launched_order, iterations, peak, passed_over = [], 0, Counter(), 0
+        while len(launched_order) < len(runs):
+            iterations += 1
+            assert iterations < 200, "the queue stopped draining"
+            queued_before = [r for r in instance.get_runs() if r.status == DagsterRunStatus.QUEUED]
+            list(daemon.run_iteration(workspace))
+            current = {r.run_id: r for r in instance.get_runs()}
+            running = [r for r in current.values() if r.status in IN_PROGRESS]
+            new = [r for r in queued_before if current[r.run_id].status in IN_PROGRESS]
+            launched_order += [r.run_id for r in new]
+            # Limits hold at every step.
+            assert len(running) <= config["max_concurrent_runs"]
+            peak.update({pool: n - peak[pool] for pool, n in Counter(r.tags[POOL_TAG] for r in running).items()
+                         if n > peak[pool]})
+            for (key, value), limit in limits.items():
+                counts = Counter(r.tags[key] for r in running)
+                assert max(counts.values(), default=0) <= limit if value == "*" else counts[value] <= limit
+            # Priority: a run still waiting was blocked by a limit, or ranks below everything launched now.
+            waiting = [r for r in queued_before if current[r.run_id].status == DagsterRunStatus.QUEUED]
+            lowest_launched = min((int(r.tags[PRIORITY_TAG]) for r in new), default=None)
+            for run in waiting:
+                if lowest_launched is not None and int(run.tags[PRIORITY_TAG]) > lowest_launched:
+                    assert _blocked(run, running, limits, config["max_concurrent_runs"]), run.tags
+                    passed_over += 1
+            # Half of the running runs finish before the next tick.
+            for run in rng.sample(running, k=max(1, len(running) // 2)) if running else []:
+                instance.report_dagster_event(DagsterEvent(event_type_value=DagsterEventType.RUN_SUCCESS.value,
+                                                           job_name=run.job_name), run_id=run.run_id)
+        assert sorted(launched_order) == sorted(r.run_id for r in runs)
+        # The limits really bound: the multi-GPU pools filled, and higher-priority runs waited behind them.
+        assert peak["h100x4"] == 2 and peak["h100x8"] == 1
+        assert passed_over > 0
+        # Premium work goes first overall: the mean launch position rises as the tier's priority falls.
+        position = {run_id: i for i, run_id in enumerate(launched_order)}
+        mean = {tier: sum(position[r.run_id] for r in runs if r.tags[TIER_TAG] == tier)
+                / sum(r.tags[TIER_TAG] == tier for r in runs) for tier in tiers}
+        assert mean["premium"] < mean["standard"] < mean["free"]
