@@ -43,7 +43,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     started, ending = now_utc(), {}
     try:
         invocation = run_on_pool(context, trainer, catalog, pool_name, pool, "ftpipe.training.pipes_main",
-                                 extras={"spec": spec.to_dict()}, labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
+                                 extras={"spec": spec.to_dict()},
+                                 labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
         ending = next((m for m in reversed(invocation.get_custom_messages()) if "outcome" in m), {})
     finally:
         # Metered however the trainer ended, even when the run is being terminated around it.
