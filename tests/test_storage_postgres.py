@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PG_YAML = REPO_ROOT / "docs" / "deploy" / "dagster.postgres.yaml"
@@ -66,3 +66,56 @@ def test_postgres_instance_takes_concurrent_writers(pg_url, tmp_path, monkeypatc
         assert sorted(r.tags["ftpipe/tenant"] for r in runs) == sorted(f"t{i}" for i in range(8))
         assert all(len(instance.all_logs(r.run_id)) == 10 for r in runs)
         assert sorted(instance.get_dynamic_partitions("tenant_jobs")) == sorted(f"t{i}__j{i}" for i in range(8))
+
+
+_WORKER = """
+import sys
+from dagster import DagsterInstance, materialize
+from ft_assets.datasets import raw_dataset, validated_dataset
+from resources import resources_from_env
+with DagsterInstance.get() as instance:
+    result = materialize([raw_dataset, validated_dataset], partition_key=sys.argv[1], resources=resources_from_env(),
+                         instance=instance, tags={"ftpipe/tenant": sys.argv[1].split("__")[0]})
+sys.exit(0 if result.success else 1)
+"""
+
+
+@pytest.mark.slow
+def test_several_runs_at_once_write_to_postgres(pg_url, tmp_path, platform_file, monkeypatch):
+    """Four run processes at once, each validating a tenant's upload, all recorded in the Postgres instance."""
+    import os
+    import subprocess
+    import sys
+
+    from ftpipe import synthetic
+    from ftpipe.objectstore import LocalObjectStore
+    from ftpipe_cli.submit import default_manifest, submit_job
+
+    monkeypatch.setenv("DAGSTER_PG_URL", pg_url)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(PG_YAML, home / "dagster.yaml")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_PG_URL": pg_url, "FTPIPE_HOME": str(tmp_path / "ftpipe"),
+           "FTPIPE_TENANTS": str(platform_file), "PYTHONPATH": str(REPO_ROOT)}
+    store = LocalObjectStore(tmp_path / "ftpipe" / "landing")
+    keys = []
+    for n, tenant in enumerate(["acme", "initech", "acme", "initech"]):
+        job = f"job{n}"
+        submit_job(store, tenant, job, {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(150, seed=n)).encode()},
+                   default_manifest("t.jsonl"))
+        keys.append(f"{tenant}__{job}")
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("tenant_jobs", keys)
+    workers = [subprocess.Popen([sys.executable, "-c", _WORKER, key], env=env, cwd=REPO_ROOT,
+                                stderr=subprocess.PIPE, text=True) for key in keys]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err[-3000:]
+    with DagsterInstance.from_config(str(home)) as instance:
+        records = instance.get_run_records()
+        assert sorted(r.dagster_run.tags["dagster/partition"] for r in records) == sorted(keys)
+        assert all(r.dagster_run.status == DagsterRunStatus.SUCCESS for r in records)
+        assert instance.get_materialized_partitions(AssetKey("validated_dataset")) == set(keys)
+        spans = [(r.start_time, r.end_time) for r in records]
+    # They really ran at the same time: some two runs overlap.
+    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
