@@ -41,7 +41,7 @@ from resources import (
     LandingZoneResource,
     PlatformResource,
 )
-from sensors.run_tags import POOL_TAG
+from sensors.run_tags import EXPECTED_SECONDS_TAG, POOL_TAG
 
 
 def _user_failure(store, tenant: str, job: str, message: str) -> Failure:
@@ -237,6 +237,9 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     for error in preflight.errors[:20]:
         context.log.warning(str(error))
     _check_quota(context, catalog, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
+    # How long the job should hold its slot: preemption spares runs that are far along.
+    expected_s = preflight.stats["estimated_gpu_hours"] * 3600 / pool.gpus_per_slot
+    context.instance.add_run_tags(context.run_id, {EXPECTED_SECONDS_TAG: f"{expected_s:.0f}"})
 
     yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,

@@ -9,7 +9,7 @@ from ft_assets.gpu import run_on_pool
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
 from ftpipe.catalog.adapters import now_utc
 from ftpipe.digests import combine
-from ftpipe.metering.classify import LOST
+from ftpipe.metering.classify import INTERRUPTED, LOST
 from ftpipe.metering.ledger import UsageRecord
 from ftpipe.training.runner import TRAINING_RESULT
 from ftpipe.training.spec import TrainJobSpec
@@ -21,7 +21,13 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
-from sensors.run_tags import ATTEMPT_TAG
+from sensors.run_tags import ATTEMPT_TAG, PREEMPTED_TAG
+
+
+def _unreported_outcome(context: AssetExecutionContext) -> str:
+    """A trainer stopped by preemption may not get to report before the run worker is interrupted."""
+    run = context.instance.get_run_by_id(context.run_id)
+    return INTERRUPTED if run is not None and PREEMPTED_TAG in run.tags else LOST
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="training", kinds={"pytorch"})
@@ -50,8 +56,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
         # Metered however the trainer ended, even when the run is being terminated around it.
         usage = UsageRecord.measure(
             context.run_id, tenant, job, int(context.run.tags.get(ATTEMPT_TAG, "1")), pool_name, pool.gpus_per_slot,
-            pool.price_per_gpu_hour, started, now_utc(), ending.get("outcome", LOST), ending.get("error_class"),
-            ending.get("message") or ending.get("stop_reason"))
+            pool.price_per_gpu_hour, started, now_utc(), ending.get("outcome") or _unreported_outcome(context),
+            ending.get("error_class"), ending.get("message") or ending.get("stop_reason"))
         catalog.ledger().record(usage)
         context.log.info(f"metered {usage.gpu_seconds:.1f} GPU-seconds on {pool_name}: {usage.category}"
                          f" ({'billed' if usage.billable else 'refunded'})")

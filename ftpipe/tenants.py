@@ -78,6 +78,18 @@ class RetentionConfig(BaseModel):
     idle_hours: float = Field(default=24, gt=0, description="Directories changed more recently are left alone")
 
 
+class PreemptionConfig(BaseModel):
+    """When a waiting run may stop another to take its slot (``ftpipe.preemption``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    wait_seconds: float = Field(default=600, ge=0, description="How long a preempting run waits before it may")
+    max_progress_share: float = Field(default=0.5, gt=0, le=1, description="Only runs less than this far "
+                                                                           "through their expected time are stopped")
+    preempting_tiers: list[str] = Field(default_factory=lambda: ["premium"])
+    preemptible_tiers: list[str] = Field(default_factory=lambda: ["free"])
+
+
 class PlatformConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default_pool: str = "h100x1"
@@ -86,6 +98,7 @@ class PlatformConfig(BaseModel):
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     serving: ServingProfile = Field(default_factory=ServingProfile)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
 
     @model_validator(mode="after")

@@ -12,6 +12,8 @@ ATTEMPT_TAG = "ftpipe/attempt"
 MANIFEST_VERSION_TAG = "ftpipe/manifest-version"
 PRIORITY_TAG = "dagster/priority"
 OVER_QUOTA_TAG = "ftpipe/over-quota"
+EXPECTED_SECONDS_TAG = "ftpipe/expected-seconds"  # set by the pre-flight, read by preemption
+PREEMPTED_TAG = "ftpipe/preempted-for"            # the run that a preempted run made room for
 
 
 def run_tags(platform: PlatformConfig, tenant: str, job: str, attempt: int = 1) -> dict[str, str]:

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster import DagsterEvent, DagsterEventType, DagsterRunStatus, instance_for_test
-from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.test_utils import create_run_for_test, create_test_daemon_workspace_context
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from ftpipe.tenants import load_platform_config
 from sensors.run_tags import POOL_TAG, PRIORITY_TAG, TENANT_TAG, TIER_TAG
+from tests.helpers.origins import finetune_origin
 
 REPO = Path(__file__).resolve().parents[1]
 IN_PROGRESS = {DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
@@ -67,10 +66,7 @@ def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
                             "config": config},
         "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
     }) as instance, create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as workspace:
-        # Queued runs need an origin; the mocked launcher never loads it.
-        origin = RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
-            LoadableTargetOrigin(module_name="ft_assets.definitions"), location_name="ftpipe"), "__repository__"),
-            "finetune")
+        origin = finetune_origin()
         runs = []
         for n in range(120):
             tenant = f"t{n % 40:02d}"

@@ -10,6 +10,7 @@ USER_ERROR = "user_error"          # bad data, divergence, OOM from the tenant's
 PLATFORM_ERROR = "platform_error"  # OOM from a platform-chosen setting, a crashed trainer
 PREEMPTED = "preempted"            # stopped by the platform (preemption, an operator's cancel)
 LOST = "lost"                      # the run worker or node died; nobody heard the trainer end
+INTERRUPTED = "interrupted"        # the trainer's outcome when it stopped on a signal
 
 CHARGED = frozenset({COMPLETED, USER_ERROR})
 
@@ -30,7 +31,7 @@ def classify(outcome: str, error_class: str | None = None) -> Classification:
         category = COMPLETED
     elif outcome == "failed":
         category = USER_ERROR if error_class == "user" else PLATFORM_ERROR
-    elif outcome == "interrupted":
+    elif outcome == INTERRUPTED:
         category = PREEMPTED
     elif outcome == LOST:
         category = LOST

@@ -1,0 +1,10 @@
+"""Queued runs need a code origin; queue tests never load it (their launchers start nothing)."""
+
+from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+
+def finetune_origin() -> RemoteJobOrigin:
+    return RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(module_name="ft_assets.definitions"), location_name="ftpipe"), "__repository__"),
+        "finetune")
