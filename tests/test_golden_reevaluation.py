@@ -68,3 +68,17 @@ def test_the_nightly_asset_rescores_promoted_adapters_and_flags_the_ones_that_mo
     assert "acme--j--same" not in check.description  # scored again on the same machine: exactly the same
     (report,) = Path(local_resources["artifacts"].root).glob("reevaluations/*.json")
     assert report.read_text().count('"holds_up": true') == 1
+
+
+def test_the_nightly_schedule_runs_on_a_slot_of_the_default_pool(platform_file):
+    from datetime import datetime, timezone
+
+    from dagster import build_schedule_context
+
+    from ft_assets.monitoring import golden_reevaluation_schedule
+    from resources import PlatformResource
+
+    context = build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 2, tzinfo=timezone.utc),
+                                     resources={"platform": PlatformResource(tenants_file=str(platform_file))})
+    request = golden_reevaluation_schedule(context)
+    assert request.run_key == "golden-2026-11-23" and request.tags == {"ftpipe/pool": "cpu-local"}
