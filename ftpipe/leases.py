@@ -17,10 +17,9 @@ import socket
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Callable, Iterator
 
-from ftpipe.catalog.db import connect
+from ftpipe.catalog.db import CatalogTable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS device_leases (
@@ -63,13 +62,8 @@ def process_is_gone(lease: Lease) -> bool:
     return False
 
 
-class DeviceLeases:
-    def __init__(self, db_path: str | Path, lock_timeout_s: float = 60.0):
-        self.db_path = Path(db_path)
-        self.lock_timeout_s = lock_timeout_s
-
-    def _connect(self):
-        return connect(self.db_path, _SCHEMA, self.lock_timeout_s)
+class DeviceLeases(CatalogTable):
+    SCHEMA = _SCHEMA
 
     def acquire(self, pool: str, devices_in_pool: int, count: int, run_id: str,
                 is_dead: Callable[[Lease], bool] = process_is_gone) -> list[int]:

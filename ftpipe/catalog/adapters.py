@@ -13,9 +13,8 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
-from ftpipe.catalog.db import connect
+from ftpipe.catalog.db import CatalogTable
 
 STATUSES = ("draft", "promoted", "deprecated", "archived")
 TRANSITIONS = {"draft": {"promoted", "deprecated"}, "promoted": {"deprecated"}, "deprecated": {"archived"},
@@ -65,13 +64,8 @@ class AdapterRecord:
     status_changed_at: datetime | None = None
 
 
-class AdapterRegistry:
-    def __init__(self, db_path: str | Path, lock_timeout_s: float = 60.0):
-        self.db_path = Path(db_path)
-        self.lock_timeout_s = lock_timeout_s
-
-    def _connect(self):
-        return connect(self.db_path, _SCHEMA, self.lock_timeout_s)
+class AdapterRegistry(CatalogTable):
+    SCHEMA = _SCHEMA
 
     @staticmethod
     def new_adapter_id(tenant: str, job: str) -> str:

@@ -31,3 +31,16 @@ def connect(db_path: Path, schema: str, lock_timeout_s: float = 60.0):
         yield con
     finally:
         con.close()
+
+
+class CatalogTable:
+    """Base of the catalog's stores: each names its ``SCHEMA`` and gets short-lived connections."""
+
+    SCHEMA = ""
+
+    def __init__(self, db_path: str | Path, lock_timeout_s: float = 60.0):
+        self.db_path = Path(db_path)
+        self.lock_timeout_s = lock_timeout_s
+
+    def _connect(self):
+        return connect(self.db_path, self.SCHEMA, self.lock_timeout_s)

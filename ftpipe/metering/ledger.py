@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-from ftpipe.catalog.db import connect
+from ftpipe.catalog.db import CatalogTable
 from ftpipe.metering.classify import classify
 
 _SCHEMA = """
@@ -86,13 +85,8 @@ def month_bounds(month: str) -> tuple[datetime, datetime]:
     return start, end
 
 
-class UsageLedger:
-    def __init__(self, db_path: str | Path, lock_timeout_s: float = 60.0):
-        self.db_path = Path(db_path)
-        self.lock_timeout_s = lock_timeout_s
-
-    def _connect(self):
-        return connect(self.db_path, _SCHEMA, self.lock_timeout_s)
+class UsageLedger(CatalogTable):
+    SCHEMA = _SCHEMA
 
     def record(self, usage: UsageRecord) -> bool:
         """Write an attempt's usage; False (and nothing written) when that run is already recorded."""
