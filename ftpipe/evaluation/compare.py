@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ftpipe.evaluation.golden import load_golden_set
@@ -47,7 +47,6 @@ class EvalReport:
     rows: list[MetricRow]
     n_golden: int = 0
     golden_set_digest: str = ""
-    extra: dict = field(default_factory=dict)
 
     def metric(self, task: str, metric: str) -> MetricRow:
         return next(r for r in self.rows if r.task == task and r.metric == metric)
@@ -104,34 +103,42 @@ def run_suite(lm, suite: Suite) -> dict[tuple[str, str], float]:
     return {(suite.name, label): float(results[task][key]) for task, label, key, _ in suite.metrics}
 
 
+def answer_token_counter(base_model_path: str):
+    """Counts tokens of a reference answer as the base model's tokenizer does, for per-token perplexity."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
+    return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
+
+
+def score_model(base_model_path: str, peft: str | None, suites: list[Suite],
+                batch_size: int = 16) -> dict[tuple[str, str], float]:
+    """One model, the base or the base with an adapter, loaded once and scored on every suite. Every
+    evaluation loads models here, so that the nightly re-evaluation scores exactly as registration did."""
+    import torch
+    from lm_eval.models.huggingface import HFLM
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    lm = HFLM(pretrained=base_model_path, peft=peft, dtype="float32", device=device, batch_size=batch_size)
+    return {k: v for suite in suites for k, v in run_suite(lm, suite).items()}
+
+
 def compare_base_and_tuned(base_model_path: str, adapter_dir: str, holdout_conversations: list[list[dict]],
                            work_dir: str | Path, batch_size: int = 16,
                            holdout_pairs: list[tuple[list[dict], list[dict], list[dict]]] | None = None,
                            golden_set: str | Path | None = None) -> EvalReport:
     """Held-out demonstrations are scored by exact match; held-out preference pairs (``holdout_pairs``, for a
     DPO adapter) by preference accuracy; both also by the perplexity of the reference (chosen) answers."""
-    import torch
-    from lm_eval.models.huggingface import HFLM
-    from transformers import AutoTokenizer
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     work_dir = Path(work_dir)
     docs = preference_docs(holdout_pairs) if holdout_pairs is not None else holdout_docs(holdout_conversations)
     if not docs:
         raise ValueError("the held-out split has no prompt/answer examples to evaluate")
     golden_docs, golden_digest = load_golden_set(golden_set)
-    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
-
-    def count_tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False).input_ids)
-
+    count_tokens = answer_token_counter(base_model_path)
     suites = [write_suite(HOLDOUT_TASK, work_dir / "tasks" / HOLDOUT_TASK, docs, count_tokens),
               write_suite(GOLDEN_TASK, work_dir / "tasks" / GOLDEN_TASK, golden_docs, count_tokens)]
-    scores: dict[str, dict[tuple[str, str], float]] = {}
-    for side, peft in (("base", None), ("tuned", adapter_dir)):
-        lm = HFLM(pretrained=base_model_path, peft=peft, dtype="float32", device=device, batch_size=batch_size)
-        scores[side] = {k: v for suite in suites for k, v in run_suite(lm, suite).items()}
-        del lm
+    scores = {side: score_model(base_model_path, peft, suites, batch_size)
+              for side, peft in (("base", None), ("tuned", adapter_dir))}
     rows = [MetricRow(suite.name, label, scores["base"][(suite.name, label)], scores["tuned"][(suite.name, label)],
                       higher_is_better)
             for suite in suites for _, label, _, higher_is_better in suite.metrics]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ftpipe.evaluation.compare import GOLDEN_TASK, run_suite, write_suite
+from ftpipe.evaluation.compare import GOLDEN_TASK, answer_token_counter, score_model, write_suite
 from ftpipe.evaluation.gates import evaluate_gates, gate_metrics, parse_gates
 from ftpipe.evaluation.golden import load_golden_set
 
@@ -29,22 +29,14 @@ class GoldenScores:
 def golden_scores(base_model_path: str, adapter_dirs: dict[str, str], work_dir: str | Path,
                   golden_set: str | Path | None = None, batch_size: int = 16) -> tuple[GoldenScores,
                                                                                        dict[str, GoldenScores], str]:
-    """(base model's scores, each adapter's scores, golden-set digest), the base loaded once per adapter
-    plus once on its own, exactly as the registration-time evaluation scores them."""
-    import torch
-    from lm_eval.models.huggingface import HFLM
-    from transformers import AutoTokenizer
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    """(base model's scores, each adapter's scores, golden-set digest), each model loaded once, exactly as
+    the registration-time evaluation scores them."""
     docs, digest = load_golden_set(golden_set)
-    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     suite = write_suite(GOLDEN_TASK, Path(work_dir) / "tasks" / GOLDEN_TASK, docs,
-                         lambda text: len(tokenizer(text, add_special_tokens=False).input_ids))
+                        answer_token_counter(base_model_path))
 
     def score(peft: str | None) -> GoldenScores:
-        lm = HFLM(pretrained=base_model_path, peft=peft, dtype="float32", device=device, batch_size=batch_size)
-        values = run_suite(lm, suite)
-        del lm
+        values = score_model(base_model_path, peft, [suite], batch_size)
         return GoldenScores(values[EXACT_MATCH], values[PERPLEXITY])
 
     return score(None), {adapter_id: score(path) for adapter_id, path in adapter_dirs.items()}, digest
