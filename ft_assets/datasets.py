@@ -28,7 +28,7 @@ from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
 from ftpipe.manifest import ManifestError, parse_manifest
 from ftpipe.metering.ledger import month_of
-from ftpipe.metering.quota import decide
+from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.tenants import PlatformConfig
 from ftpipe.training.autoconfig import DoesNotFit
 from ftpipe.training.plan import plan_training
@@ -52,12 +52,11 @@ def _user_failure(store, tenant: str, job: str, message: str) -> Failure:
 def _check_quota(context: AssetExecutionContext, catalog: CatalogResource, config: PlatformConfig, tenant: str,
                  job: str, estimated_gpu_hours: float, store) -> None:
     """The hard quota again, now with the job's estimate: a job that would cross it stops before the GPUs."""
-    tier = config.tier_of(tenant)
-    if tier.gpu_hours_per_month is None:
-        return
+    if config.tier_of(tenant).gpu_hours_per_month is None:
+        return  # no quota: no need to read the ledger
     month = month_of(now_utc())
-    decision = decide(config.tenant(tenant).tier, tier.gpu_hours_per_month, tier.quota,
-                      catalog.ledger().charged_hours(month).get(tenant, 0.0), month, estimated_gpu_hours)
+    decision = decide_for_tenant(config, tenant, catalog.ledger().charged_hours(month).get(tenant, 0.0), month,
+                                 estimated_gpu_hours)
     if not decision.allowed:
         raise _user_failure(store, tenant, job, decision.message)
     if decision.over_soft_quota:

@@ -31,7 +31,7 @@ from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.landing import TENANTS_PREFIX, match_manifest_key, results_key
 from ftpipe.manifest import ManifestError, parse_manifest
 from ftpipe.metering.ledger import month_of
-from ftpipe.metering.quota import decide
+from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import ObjectExists
 from ftpipe.routing import route
 from ftpipe.tenants import PlatformConfig
@@ -80,9 +80,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
         seen[key] = obj.version
         if used_hours is None:
             used_hours = catalog.ledger().charged_hours(month)
-        tier = config.tier_of(tenant)
-        quota = decide(config.tenant(tenant).tier, tier.gpu_hours_per_month, tier.quota,
-                       used_hours.get(tenant, 0.0), month)
+        quota = decide_for_tenant(config, tenant, used_hours.get(tenant, 0.0), month)
         pool, refusal = _admit(store.read_bytes(obj.key), obj.key, config, base_models)
         refusal = refusal or (None if quota.allowed else quota.message)
         if refusal:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftpipe.tenants import PlatformConfig
+
 
 @dataclass(frozen=True)
 class QuotaDecision:
@@ -35,3 +37,11 @@ def decide(tier_name: str, quota_gpu_hours: float | None, kind: str, used_gpu_ho
     return QuotaDecision(True, over_soft_quota=True, message=(
         f"over the {tier_name} tier's soft quota of {quota_gpu_hours:g} GPU-hours per month ({used}); "
         "the hours beyond it are billed as overage"))
+
+
+def decide_for_tenant(config: PlatformConfig, tenant: str, used_gpu_hours: float, month: str,
+                      estimated_gpu_hours: float = 0.0) -> QuotaDecision:
+    """``decide`` with the quota of the tenant's tier."""
+    tier_name = config.tenant(tenant).tier
+    tier = config.tiers[tier_name]
+    return decide(tier_name, tier.gpu_hours_per_month, tier.quota, used_gpu_hours, month, estimated_gpu_hours)
