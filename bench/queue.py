@@ -57,9 +57,7 @@ def main() -> None:
 
     import yaml
     from dagster import DagsterEvent, DagsterEventType, DagsterRunStatus, build_sensor_context, instance_for_test
-    from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
     from dagster._core.test_utils import create_run_for_test, create_test_daemon_workspace_context
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.load_target import EmptyWorkspaceTarget
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
@@ -68,6 +66,7 @@ def main() -> None:
     from partitions.tenant_jobs import tenant_jobs_partitions
     from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
     from sensors.uploads import upload_sensor
+    from tests.helpers.origins import finetune_origin  # the same stand-in origin the queue tests use
 
     BaseModelRegistry(os.environ["FTPIPE_MODEL_CACHE"]).ensure_tiny_model()
     logging.getLogger("dagster").setLevel(logging.WARNING)  # the daemon logs every iteration
@@ -98,9 +97,7 @@ def main() -> None:
             start = time.perf_counter()
             instance.add_dynamic_partitions(tenant_jobs_partitions.name,
                                             result.dynamic_partitions_requests[0].partition_keys)
-            origin = RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
-                LoadableTargetOrigin(module_name="ft_assets.definitions"), location_name="ftpipe"),
-                "__repository__"), "finetune")
+            origin = finetune_origin()
             for request in result.run_requests:
                 create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.QUEUED,
                                     remote_job_origin=origin, tags={**request.tags,

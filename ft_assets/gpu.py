@@ -1,20 +1,18 @@
 """GPU work of a run, pinned to devices it leases from its pool (``ftpipe.leases``)."""
 
-from dagster import AssetExecutionContext, DagsterInstance, DagsterRunStatus
+from dagster import AssetExecutionContext, DagsterInstance
 from dagster._core.pipes.client import PipesClientCompletedInvocation
 
 from ftpipe.leases import Lease, process_is_gone
 from ftpipe.tenants import PoolConfig
 from resources import CatalogResource, TrainerLauncherResource
 
-_ENDED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
-
 
 def holder_is_dead(instance: DagsterInstance, lease: Lease) -> bool:
     """A lease is dead when its run has ended (it could not release, e.g. its worker was killed) or its
     worker process is gone from this host."""
     run = instance.get_run_by_id(lease.run_id)
-    return run is None or run.status in _ENDED or process_is_gone(lease)
+    return run is None or run.is_finished or process_is_gone(lease)
 
 
 def run_on_pool(context: AssetExecutionContext, trainer: TrainerLauncherResource, catalog: CatalogResource,

@@ -69,8 +69,9 @@ def meter_lost_attempt(instance: DagsterInstance, run: DagsterRun, platform: Pla
         return None
     record = instance.get_run_record_by_id(run.run_id)
     ended = record.end_time if record and record.end_time else started
-    pool_name = run.tags.get(POOL_TAG, platform.config().default_pool)
-    pool = platform.config().pools.get(pool_name)
+    config = platform.config()
+    pool_name = run.tags.get(POOL_TAG, config.default_pool)
+    pool = config.pools.get(pool_name)
     usage = UsageRecord.measure(
         run.run_id, run.tags.get(TENANT_TAG, ""), run.tags.get(JOB_TAG, ""), int(run.tags.get(ATTEMPT_TAG, "1")),
         pool_name, pool.gpus_per_slot if pool else 1, pool.price_per_gpu_hour if pool else 0.0,
