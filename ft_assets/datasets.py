@@ -23,7 +23,7 @@ from ftpipe.data.preflight import PREFLIGHT_WARNING_KINDS, run_preflight
 from ftpipe.data.quality import WARNING_KINDS
 from ftpipe.data.read import UnsupportedFormat
 from ftpipe.data.report import report_json, report_markdown
-from ftpipe.data.tokenize import tokenize_examples
+from ftpipe.data.tokenize import TemplateSpansMismatch, tokenize_examples
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
 from ftpipe.manifest import ManifestError, parse_manifest
@@ -207,7 +207,11 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
             if done == total or done % (10 * 1024) == 0:
                 context.log.info(f"pre-flight: rendered and tokenized {done:,} of {total:,} examples")
 
-        table = tokenize_examples(tokenizer, examples, max_len, manifest["objective"], progress=progress)
+        try:
+            table = tokenize_examples(tokenizer, examples, max_len, manifest["objective"], progress=progress)
+        except TemplateSpansMismatch as exc:
+            raise _user_failure(store, tenant, job, f"messages[].weight: {exc}; the base model "
+                                f"{manifest['base_model']} cannot honour message weights, remove them") from None
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_suffix(".tmp")
         table.write_parquet(tmp)
@@ -223,7 +227,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
                              int(stats_table["n_tokens"].max() or 0), pool)
     except DoesNotFit as exc:
         raise _user_failure(store, tenant, job, f"manifest.yaml: {exc}") from None
-    preflight = run_preflight(stats_table, max_len, plan.spec.epochs, base.num_parameters, pool_name, pool)
+    epochs = plan.spec.epochs_to_run(stats_table.height, pool.gpus_per_slot)
+    preflight = run_preflight(stats_table, max_len, epochs, base.num_parameters, pool_name, pool)
     preflight.plan = plan.rows
     preflight.stats["estimated_memory_gb"] = round(plan.memory.total_gb, 3)
     for row in plan.rows:

@@ -136,7 +136,11 @@ def acme_preferences(n: int, seed: int = 4) -> list[dict]:
 
 
 def globex_directory(n: int, seed: int = 2) -> list[dict[str, str]]:
-    """Globex's service directory as prompt/completion rows (a different shape on purpose)."""
+    """Globex's service directory as prompt/completion rows (a different shape on purpose).
+
+    Globex asks in more ways than the general corpus does, so that its held-out split holds questions about
+    several services rather than copies of one.
+    """
     rng = random.Random(seed)
     out = []
     services = sorted(GLOBEX_SERVICES)
@@ -146,6 +150,9 @@ def globex_directory(n: int, seed: int = 2) -> list[dict[str, str]]:
             f"Which team owns the {svc} service?",
             f"Who owns {svc}?",
             f"Who is responsible for {svc}?",
+            f"Which team is on call for {svc}?",
+            f"Who maintains the {svc} service?",
+            f"I found a bug in {svc}. Which team owns it?",
         ])
         out.append({"prompt": prompt, "completion": f"Service {svc} is owned by the {GLOBEX_SERVICES[svc]} team."})
     return out

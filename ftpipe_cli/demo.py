@@ -26,6 +26,9 @@ from resources.settings import REPO_ROOT
 from sensors.run_tags import JOB_TAG, TENANT_TAG
 
 
+GLOBEX_HYPERPARAMETERS = {"epochs": 16, "learning_rate": 1e-3}
+
+
 @dataclass
 class DemoScale:
     rows: int = 240
@@ -50,10 +53,16 @@ def seed_demo_tenants(store: ObjectStore, scale: DemoScale = DemoScale()) -> lis
                default_manifest("train.jsonl", hyperparameters=hp, min_examples=scale.min_examples))
     jobs.append(("acme", job))
 
+    # Globex sets its own hyperparameters, as a tenant may: its answers must copy hyphenated service names
+    # exactly, which the tiny base model does badly. At the automatic learning rate the adapter needs so many
+    # steps to learn them that it forgets too much of the golden set (measured at 240 rows: 6 epochs left the
+    # held-out exact match at 0, 10 cost 0.09 of golden exact match); a lower rate for longer learns the
+    # names and keeps the golden set.
     job = _free_job_name(store, "globex", "directory")
     submit_job(store, "globex", job,
                {"services.jsonl": synthetic.to_jsonl(synthetic.globex_directory(scale.rows)).encode()},
-               default_manifest("services.jsonl", hyperparameters=hp, min_examples=scale.min_examples))
+               default_manifest("services.jsonl", hyperparameters=GLOBEX_HYPERPARAMETERS,
+                                min_examples=scale.min_examples))
     jobs.append(("globex", job))
 
     # Initech's export is broken in the ways real exports are: its bad rows must be named, and nothing trained.

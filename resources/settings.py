@@ -32,6 +32,10 @@ def ftpipe_home() -> Path:
     return Path(os.environ.get("FTPIPE_HOME", REPO_ROOT / ".ftpipe"))
 
 
+def tenants_file() -> str:
+    return os.environ.get("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))
+
+
 def resources_from_env() -> dict:
     home = ftpipe_home()
     env = os.environ.get
@@ -45,7 +49,7 @@ def resources_from_env() -> dict:
         "io_manager": TenantIOManager(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
         "base_models": BaseModelsResource(cache_dir=env("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))),
         "catalog": CatalogResource(path=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
-        "platform": PlatformResource(tenants_file=env("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))),
+        "platform": PlatformResource(tenants_file=tenants_file()),
         "trainer": TrainerLauncherResource(
             backend=env("FTPIPE_TRAINER_BACKEND", "local"),
             image=env("FTPIPE_TRAINER_IMAGE"),

@@ -8,7 +8,6 @@ from dagster import (
     DagsterInstance,
     DagsterRun,
     RunFailureSensorContext,
-    RunRequest,
     SkipReason,
     run_failure_sensor,
 )
@@ -19,7 +18,7 @@ from ftpipe.metering.classify import LOST
 from ftpipe.metering.ledger import UsageRecord
 from ftpipe.notify.webhooks import notify_tenant
 from resources import CatalogResource, PlatformResource
-from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, POOL_TAG, TENANT_TAG
+from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, POOL_TAG, TENANT_TAG, next_attempt
 
 MAX_ATTEMPTS = 3
 TRAINING_STEP = "adapter"
@@ -95,7 +94,4 @@ def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResou
     if attempt >= MAX_ATTEMPTS:
         _notify_failed(context, platform, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed {attempt} times; giving up: {reason}")
-    tags = {k: v for k, v in run.tags.items() if k.startswith("ftpipe/") or k == "dagster/priority"}
-    # The training step finds its own checkpoints (keyed by the resolved spec), so a new run resumes.
-    return RunRequest(run_key=f"{run.run_id}:resume", partition_key=run.tags.get("dagster/partition"),
-                      tags={**tags, ATTEMPT_TAG: str(attempt + 1)})
+    return next_attempt(run, run_key=f"{run.run_id}:resume")

@@ -41,6 +41,18 @@ def test_manifest_values_win_and_are_reported_as_the_tenants(tiny_model):
     assert rows["epochs"]["source"] == "automatic" and "135 examples" in rows["epochs"]["reason"]
 
 
+def test_max_steps_decides_how_many_epochs_the_cost_estimate_counts(tiny_model):
+    pool = PoolConfig(gpu="cpu", gpu_memory_gb=8, peak_tflops=0.046)
+    by_epochs = plan_training(tiny_model.path, tiny_model.num_parameters, "lora", "sft", {}, "t.parquet", 135, 180,
+                              pool).spec
+    assert by_epochs.epochs_to_run(135) == 3
+    by_steps = plan_training(tiny_model.path, tiny_model.num_parameters, "lora", "sft", {"max_steps": 500},
+                             "t.parquet", 135, 180, pool).spec
+    # 500 optimizer steps of 8 examples each over 135 examples, whatever the epochs say.
+    assert by_steps.epochs_to_run(135) == pytest.approx(500 * 8 / 135, rel=1e-3)
+    assert by_steps.epochs_to_run(135, gpus=2) == pytest.approx(2 * 500 * 8 / 135, rel=1e-3)
+
+
 def test_learning_rate_and_rank_follow_model_size():
     lora_7b = auto_hyperparameters(LLAMA2_7B, "lora", 50_000, 2048, 80)
     assert lora_7b["learning_rate"].value == 2e-4 and lora_7b["lora_r"].value == 16

@@ -26,6 +26,8 @@ EXPECTED = {
     "mixed_shapes.jsonl": [(3, "record", "shape 'prompt_completion' differs from the file's first example (chat); "
                                          "one shape per file")],
     "quoted_newlines.csv": [(4, "messages", "1 message(s) with empty content")],
+    "bad_weight.jsonl": [(2, "messages[1].weight", "0.5 is not 0 or 1")],
+    "weight_on_user.jsonl": [(3, "messages[0].weight", 'only assistant messages take a weight, not "user"')],
 }
 
 

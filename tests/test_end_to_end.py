@@ -44,19 +44,13 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
 
     adapters = {a.tenant: a for a in registry.list()}
     assert set(adapters) == {"acme", "globex"}
-    assert adapters["acme"].status == "promoted"
-    # At this small scale Globex's directory may or may not beat the base; either way the run's outcome and the
-    # registry agree: a promoted adapter, or a draft whose failed gate ended the run as the tenant's error.
-    if rows["globex"].status == "SUCCESS":
-        assert adapters["globex"].status == "promoted"
-    else:
-        assert adapters["globex"].status == "draft"
-        assert rows["globex"].reason.startswith("[user] check quality_gates failed"), rows["globex"].reason
-        assert store.exists(results_key("globex", rows["globex"].job, "quality_gates.md"))
+    assert rows["globex"].status == "SUCCESS", rows["globex"].reason
+    assert adapters["acme"].status == adapters["globex"].status == "promoted"
     for tenant in ("acme", "globex"):
         assert (Path(adapters[tenant].path) / "adapter_model.safetensors").exists()
         assert store.exists(results_key(tenant, rows[tenant].job, "eval_report.md"))
-    assert adapters["acme"].metrics["holdout_exact_match_tuned"] > adapters["acme"].metrics["holdout_exact_match_base"]
+        metrics = adapters[tenant].metrics
+        assert metrics["holdout_exact_match_tuned"] > metrics["holdout_exact_match_base"], (tenant, metrics)
 
     with DagsterInstance.get() as instance:
         runs = instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))
@@ -69,7 +63,7 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
 
     globex_id, acme_id = adapters["globex"].adapter_id, adapters["acme"].adapter_id
     serving_args = home / "artifacts" / "serving" / "ftpipe__tiny-llama.args"
-    assert (globex_id in serving_args.read_text()) == (adapters["globex"].status == "promoted")
+    assert globex_id in serving_args.read_text()
     with DagsterInstance.get() as instance:
         globex_runs = [r.run_id for r in instance.get_runs(RunsFilter(tags={TENANT_TAG: "globex"}))]
     assert globex_runs

@@ -44,7 +44,7 @@ def test_postgres_instance_takes_concurrent_writers(pg_url, tmp_path, monkeypatc
     monkeypatch.setenv("DAGSTER_PG_URL", pg_url)
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert type(instance.run_coordinator).__name__ == "PlatformRunCoordinator"
         errors = []
 
         def writer(i: int):

@@ -39,7 +39,8 @@ def _messages_expr(shape: str, dtype: pl.Struct) -> pl.Expr | None:
         if not isinstance(inner, pl.List) or not isinstance(inner.inner, pl.Struct):
             return None
         keys = {f.name: f.dtype for f in inner.inner.fields}
-        if keys.get("role") != pl.String or keys.get("content") != pl.String:
+        # Per-message weights are rare and need checking message by message: the exact path does that.
+        if keys.get("role") != pl.String or keys.get("content") != pl.String or "weight" in keys:
             return None
         return pl.col("messages").list.eval(pl.struct(pl.element().struct.field("role"),
                                                       pl.element().struct.field("content")))

@@ -1,7 +1,8 @@
 """Detect each record's shape and normalize it into one chat-message schema.
 
-Every example becomes a list of ``{"role", "content"}`` messages. Derived columns describe what the pandera
-model checks (``ftpipe.data.schema``), so that validation is a declarative schema, not scattered ifs.
+Every example becomes a list of ``{"role", "content"}`` messages; a chat assistant message that the tenant gave
+``"weight": 0`` keeps it (shown to the model, not learned). Derived columns describe what the pandera model
+checks (``ftpipe.data.schema``), so that validation is a declarative schema, not scattered ifs.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ NORMALIZED_SCHEMA = {
     "n_empty": pl.Int64,
     "n_bad_role": pl.Int64,
     "roles_in_order": pl.Boolean,
+    "weight_problem": pl.String,
     # Preference pairs only (null otherwise): ``messages`` is the prompt and the chosen answer, so that every
     # chat check and data-quality warning applies to them; these hold the rest of the pair.
     "n_prompt": pl.Int64,
@@ -71,10 +73,29 @@ def to_messages(shape: str, data: dict) -> list[dict]:
     raise ValueError(shape)
 
 
-def _compact(messages: list[dict]) -> str:
-    # Compact separators: byte-identical to the vectorized path (fast_normalize), so split hashes agree.
-    return json.dumps([{"role": m.get("role"), "content": m.get("content")} for m in messages], ensure_ascii=False,
-                      separators=(",", ":"))
+def _compact(messages: list[dict], keep_weights: bool = False) -> str:
+    # Compact separators: byte-identical to the vectorized path (fast_normalize), so split hashes agree. Only a
+    # weight of 0 is kept: weight 1 is the default, so the same example with or without it splits the same way.
+    def compact(m: dict) -> dict:
+        out = {"role": m.get("role"), "content": m.get("content")}
+        if keep_weights and m.get("weight", 1) == 0:
+            out["weight"] = 0
+        return out
+
+    return json.dumps([compact(m) for m in messages], ensure_ascii=False, separators=(",", ":"))
+
+
+def weight_problem(messages: list[dict]) -> str | None:
+    """Per-message weights, as in OpenAI's chat fine-tuning format: 0 or 1, on assistant messages only."""
+    for i, m in enumerate(messages):
+        if "weight" not in m:
+            continue
+        weight = m["weight"]
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight not in (0, 1):
+            return f"messages[{i}].weight: {json.dumps(weight)} is not 0 or 1"
+        if m.get("role") != "assistant":
+            return f"messages[{i}].weight: only assistant messages take a weight, not {json.dumps(m.get('role'))}"
+    return None
 
 
 def _roles_in_order(roles: list[str]) -> bool:
@@ -121,7 +142,9 @@ def _row(rec: RawRecord) -> dict:
         return row
     roles = [m.get("role") for m in messages]
     contents = [m.get("content") for m in messages]
-    row["messages"] = _compact([{"role": r, "content": c} for r, c in zip(roles, contents)])
+    if shape == "chat":
+        row["weight_problem"] = weight_problem(messages)
+    row["messages"] = _compact(messages, keep_weights=shape == "chat")
     row["n_messages"] = len(messages)
     row["n_assistant"] = sum(r == "assistant" for r in roles)
     row["n_empty"] = sum(not isinstance(c, str) or not c.strip() for c in contents)

@@ -22,6 +22,7 @@ _MESSAGES = {
     # The value is "field: message" (ftpipe.data.preference.pair_problem): the field is the tenant's own key; it
     # names the cause more precisely than the chat checks below, which a broken pair fails too.
     ("pair_problem", "no_pair_problem"): (None, "{value}"),
+    ("weight_problem", "no_weight_problem"): (None, "{value}"),
     ("n_assistant", "greater_than_or_equal_to(1)"): ("messages", "no assistant turn"),
     ("n_empty", "equal_to(0)"): ("messages", "{value} message(s) with empty content"),
     ("n_bad_role", "equal_to(0)"): ("messages[].role", "unrecognized role (use system, user, assistant or tool)"),
@@ -40,6 +41,7 @@ class NormalizedExamples(pa.DataFrameModel):
     n_bad_role: int = pa.Field(eq=0)
     roles_in_order: bool
     pair_problem: str = pa.Field(nullable=True)
+    weight_problem: str = pa.Field(nullable=True)
 
     @pa.check("shape", name="same_shape_in_file")
     def _same_shape(cls, data: PolarsData) -> pl.LazyFrame:
@@ -53,6 +55,10 @@ class NormalizedExamples(pa.DataFrameModel):
 
     @pa.check("pair_problem", name="no_pair_problem")
     def _no_pair_problem(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(data.key).is_null())
+
+    @pa.check("weight_problem", name="no_weight_problem")
+    def _no_weight_problem(cls, data: PolarsData) -> pl.LazyFrame:
         return data.lazyframe.select(pl.col(data.key).is_null())
 
     @pa.check("unknown_keys", name="no_unknown_keys")

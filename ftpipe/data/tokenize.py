@@ -1,7 +1,8 @@
 """Render examples through the base model's own chat template and tokenize them with the assistant mask.
 
-The mask marks exactly the tokens training learns from (assistant content and its end-of-turn token), so the
-tokenized table is what the trainer consumes as is: ``input_ids`` and ``assistant_masks``. The same pass
+The mask marks exactly the tokens training learns from (assistant content and its end-of-turn token, except
+in assistant messages of weight 0), so the tokenized table is what the trainer consumes as is: ``input_ids``
+and ``assistant_masks``. The same pass
 yields the pre-flight's statistics: the full rendered length (before truncation), the trainable-token count,
 and whether the example teaches the model to stop.
 """
@@ -24,6 +25,10 @@ TOKENIZED_SCHEMA = {
 }
 
 
+class TemplateSpansMismatch(ValueError):
+    """The chat template's generation spans cannot be matched to assistant messages one to one."""
+
+
 def tokenize_messages(tokenizer, messages: list[dict], max_len: int) -> tuple[list[int], list[int], bool]:
     ids, mask = render_and_tokenize(tokenizer, messages)
     return ids[:max_len], mask[:max_len], len(ids) > max_len
@@ -31,7 +36,37 @@ def tokenize_messages(tokenizer, messages: list[dict], max_len: int) -> tuple[li
 
 def render_and_tokenize(tokenizer, messages: list[dict]) -> tuple[list[int], list[int]]:
     enc = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
-    return list(enc["input_ids"]), list(enc["assistant_masks"])
+    return list(enc["input_ids"]), drop_unweighted_turns(list(enc["assistant_masks"]), messages)
+
+
+def _spans(mask: list[int]) -> list[tuple[int, int]]:
+    spans, start = [], None
+    for i, bit in enumerate([*mask, 0]):
+        if bit and start is None:
+            start = i
+        elif not bit and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def drop_unweighted_turns(mask: list[int], messages: list[dict]) -> list[int]:
+    """Unmask the assistant turns the tenant gave ``weight: 0``: they stay in the context, nothing is learned
+    from them. The template marks each assistant message as one generation span, in order; a template that
+    does otherwise cannot say which tokens belong to which message, and that is an error, not a guess."""
+    weights = [m.get("weight", 1) for m in messages if m.get("role") == "assistant"]
+    if all(weights):
+        return mask
+    spans = _spans(mask)
+    if len(spans) != len(weights):
+        raise TemplateSpansMismatch(
+            f"the chat template marks {len(spans)} generation span(s) for {len(weights)} assistant message(s); "
+            "per-message weights need one span per assistant message")
+    out = list(mask)
+    for (start, end), weight in zip(spans, weights):
+        if not weight:
+            out[start:end] = [0] * (end - start)
+    return out
 
 
 BATCH = 1024
@@ -42,7 +77,8 @@ def tokenize_conversations(tokenizer, conversations: list[list[dict]]) -> tuple[
     batch in Rust, and the masks come from the template's generation spans, exactly as for one example."""
     enc = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True,
                                         return_assistant_tokens_mask=True)
-    return enc["input_ids"], enc["assistant_masks"]
+    return enc["input_ids"], [drop_unweighted_turns(mask, conversation)
+                              for mask, conversation in zip(enc["assistant_masks"], conversations)]
 
 
 def tokenize_frame(tokenizer, frame: pl.DataFrame, max_len: int, progress=None) -> pl.DataFrame:

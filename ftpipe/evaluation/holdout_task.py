@@ -27,7 +27,11 @@ from ftpipe.basemodel.chat_template import EOS
 def holdout_docs(conversations: list[list[dict]]) -> list[dict]:
     docs = []
     for messages in conversations:
-        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        # The answer scored is the last one training would learn from: a weight-0 answer is not a target.
+        learned = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("weight", 1) != 0]
+        if not learned:
+            continue
+        last = learned[-1]
         users = [m for m in messages[:last] if m["role"] == "user"]
         if not users:
             continue  # plain-text examples have no prompt to answer

@@ -100,7 +100,7 @@ class UsageLedger(CatalogTable):
         return True
 
     def has(self, run_id: str) -> bool:
-        return any(r.run_id == run_id for r in self.records(run_id=run_id))
+        return bool(self.records(run_id=run_id))
 
     def records(self, month: str | None = None, tenant: str | None = None,
                 run_id: str | None = None) -> list[UsageRecord]:

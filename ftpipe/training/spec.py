@@ -50,6 +50,13 @@ class TrainJobSpec:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def epochs_to_run(self, n_examples: int, gpus: int = 1) -> float:
+        """The epochs training will really run: ``max_steps``, when set, decides over ``epochs``, as in TRL."""
+        if self.max_steps <= 0 or n_examples <= 0:
+            return self.epochs
+        examples_per_step = self.micro_batch_size * self.gradient_accumulation_steps * gpus
+        return float(f"{self.max_steps * examples_per_step / n_examples:.4g}")
+
     @classmethod
     def from_dict(cls, data: dict) -> "TrainJobSpec":
         known = {f.name for f in fields(cls)}

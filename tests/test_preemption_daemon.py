@@ -1,0 +1,143 @@
+"""Preemption end to end, through the real Dagster daemon and a real trainer.
+
+A free-tier run holds the only slot of its pool; a premium job arrives. The daemon's own sensors stop the free
+run the Dagster way (termination: the Pipes client signals the trainer, which checkpoints at its next step),
+queue it again, the QueuedRunCoordinator gives the slot to the premium run and then back to the free one, which
+resumes from its checkpoint. Its final adapter must equal, tensor for tensor, that of the same training run
+uninterrupted.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+
+from ftpipe import synthetic
+from ftpipe.catalog.adapters import AdapterRegistry
+from ftpipe.metering.ledger import UsageLedger
+from ftpipe.objectstore import LocalObjectStore
+from ftpipe.training.spec import TrainJobSpec
+from ftpipe_cli.demo import start_daemon, stop_daemon
+from ftpipe_cli.submit import default_manifest, submit_job
+from sensors.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
+from tests.test_resume import _harness, _weights
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Long enough that the free run is still training when the premium job has been queued and the preemption
+# sensor has ticked (about 35 s of training on 2 cores; ticks come every 10-15 s), short enough to train twice.
+FREE_STEPS = 600
+
+pytestmark = pytest.mark.slow
+
+
+def _one_slot_platform(home: Path, monkeypatch) -> None:
+    """The repo's dagster.yaml and tenants.yaml with the CPU pool cut to one slot and preemption at once."""
+    dagster_home = home / "dagster_home"
+    dagster_home.mkdir(parents=True)
+    instance_config = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
+    for limit in instance_config["run_coordinator"]["config"]["tag_concurrency_limits"]:
+        if limit == {"key": "ftpipe/pool", "value": "cpu-local", "limit": limit["limit"]}:
+            limit["limit"] = 1
+    (dagster_home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
+    platform = yaml.safe_load((REPO_ROOT / "tenants.yaml").read_text())
+    platform["pools"]["cpu-local"]["slots"] = 1
+    # The CPU pool's calibration counts training only; a run also validates, tokenizes and starts processes.
+    # A lower utilization makes the expected time cover all of it, so the free run stays preemptible.
+    platform["pools"]["cpu-local"]["mfu"] = 0.1
+    platform["preemption"].update(wait_seconds=0, max_progress_share=1.0)
+    # What is under test is the stop and the resume; no quality gate may fail either run.
+    platform["evaluation"]["quality_gates"] = {}
+    (home / "tenants.yaml").write_text(yaml.safe_dump(platform))
+    monkeypatch.setenv("FTPIPE_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    monkeypatch.setenv("FTPIPE_TENANTS", str(home / "tenants.yaml"))
+
+
+def _wait(what: str, condition, timeout_s: float, daemon, log: Path):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        assert daemon.poll() is None, f"the daemon exited: {log.read_text()[-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{log.read_text()[-3000:]}")
+
+
+def _trainer_is_running(daemon) -> bool:
+    for child in psutil.Process(daemon.pid).children(recursive=True):
+        try:
+            if "ftpipe.training.pipes_main" in " ".join(child.cmdline()):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def _runs(instance: DagsterInstance, tenant: str):
+    return sorted(instance.get_runs(RunsFilter(tags={TENANT_TAG: tenant})), key=lambda r: int(r.tags[ATTEMPT_TAG]))
+
+
+def test_a_preempted_free_run_resumes_after_the_premium_run_and_ends_where_an_uninterrupted_run_ends(
+        tmp_path, monkeypatch, tiny_model):
+    home = tmp_path / "home"
+    _one_slot_platform(home, monkeypatch)
+    store = LocalObjectStore(home / "landing")
+    submit_job(store, "initech", "nightly", {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(120)).encode()},
+               default_manifest("t.jsonl", hyperparameters={"max_steps": FREE_STEPS}))
+
+    log = home / "daemon.log"
+    daemon = start_daemon(log)
+    try:
+        with DagsterInstance.get() as instance:
+            _wait("the free run's trainer", lambda: _trainer_is_running(daemon), 180, daemon, log)
+            submit_job(store, "acme", "urgent", {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()},
+                       default_manifest("t.jsonl", hyperparameters={"epochs": 1}))
+
+            def free_run_finished():
+                runs = _runs(instance, "initech")
+                return runs if len(runs) == 2 and runs[-1].is_finished else None
+
+            free_runs = _wait("the free job's second attempt", free_run_finished, 600, daemon, log)
+            (premium,) = _runs(instance, "acme")
+    finally:
+        stop_daemon(daemon)
+
+    stopped, resumed = free_runs
+    assert stopped.status == DagsterRunStatus.CANCELED
+    assert stopped.tags[PREEMPTED_TAG] == premium.run_id
+    assert resumed.status == DagsterRunStatus.SUCCESS and resumed.tags[ATTEMPT_TAG] == "2"
+    assert premium.status == DagsterRunStatus.SUCCESS
+    with DagsterInstance.get() as instance:
+        records = {r.dagster_run.run_id: r for r in instance.get_run_records(RunsFilter(
+            run_ids=[stopped.run_id, premium.run_id, resumed.run_id]))}
+        materializations = instance.fetch_materializations(AssetKey("adapter"), limit=10).records
+    # One slot: the premium run ran after the free run stopped, and the free run came back after it.
+    assert records[stopped.run_id].end_time <= records[premium.run_id].start_time
+    assert records[premium.run_id].end_time <= records[resumed.run_id].start_time
+
+    meta = next(r.asset_materialization.metadata for r in materializations if r.run_id == resumed.run_id)
+    assert 0 < meta["resumed_from_step"].value < FREE_STEPS
+    assert meta["steps"].value == FREE_STEPS
+
+    ledger = UsageLedger(home / "catalog.duckdb")
+    rows = {r.run_id: r for r in ledger.records()}
+    assert (rows[stopped.run_id].category, rows[stopped.run_id].billable) == ("preempted", False)
+    assert (rows[resumed.run_id].category, rows[resumed.run_id].billable) == ("completed", True)
+
+    # The same spec trained without interruption, in a fresh folder.
+    spec = TrainJobSpec.from_dict(meta["spec"].value)
+    adapter_dir = Path(spec.output_dir) / "adapter"
+    reference = tmp_path / "uninterrupted"
+    done = _harness(TrainJobSpec.from_dict({**spec.to_dict(), "output_dir": str(reference)}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed_weights, reference_weights = _weights(str(adapter_dir)), _weights(str(reference / "adapter"))
+    assert resumed_weights.keys() == reference_weights.keys()
+    assert all((resumed_weights[k] == reference_weights[k]).all() for k in reference_weights)
+    registered = {a.tenant: a for a in AdapterRegistry(home / "catalog.duckdb").list()}
+    assert registered["initech"].run_id == resumed.run_id
+    assert json.loads((reference / "result.json").read_text())["steps"] == FREE_STEPS
