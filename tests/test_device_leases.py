@@ -18,6 +18,7 @@ from dagster._core.test_utils import create_run_for_test
 from ft_assets.gpu import run_on_pool
 from ftpipe.leases import DeviceLeases, NoFreeDevices
 from resources import CatalogResource, PlatformResource, TrainerLauncherResource
+from tests.helpers.lease_claim import claim
 
 
 def test_claims_are_disjoint_and_a_run_gets_its_own_devices_back(tmp_path):
@@ -32,27 +33,20 @@ def test_claims_are_disjoint_and_a_run_gets_its_own_devices_back(tmp_path):
     assert leases.acquire("h100x4", 8, 4, "run-c") == [0, 1, 2, 3]
 
 
-def _claim(db: str, run_id: str, queue) -> None:
-    try:
-        queue.put((run_id, DeviceLeases(db).acquire("h100x1", 8, 1, run_id)))
-    except NoFreeDevices as exc:
-        queue.put((run_id, str(exc)))
-
-
 def test_concurrent_claims_from_separate_processes_never_share_a_device(tmp_path):
     db = str(tmp_path / "catalog.duckdb")
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    workers = [context.Process(target=_claim, args=(db, f"run-{n}", queue)) for n in range(10)]
+    workers = [context.Process(target=claim, args=(db, f"run-{n}", queue)) for n in range(10)]
     for w in workers:
         w.start()
-    results = dict(queue.get(timeout=120) for _ in workers)
+    results = dict(queue.get(timeout=360) for _ in workers)
     for w in workers:
         w.join(timeout=60)
     granted = [devices for devices in results.values() if isinstance(devices, list)]
     refused = [message for message in results.values() if isinstance(message, str)]
-    assert sorted(d for devices in granted for d in devices) == list(range(8))
-    assert len(refused) == 2 and all("0 of 8 are free" in m for m in refused)
+    assert sorted(d for devices in granted for d in devices) == list(range(8)), results
+    assert len(refused) == 2 and all("0 of 8 are free" in m for m in refused), results
 
 
 def test_a_lease_whose_worker_died_is_reclaimed(tmp_path):
@@ -60,7 +54,7 @@ def test_a_lease_whose_worker_died_is_reclaimed(tmp_path):
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     # A worker claims the pool's only device and dies without releasing it.
-    worker = context.Process(target=_claim, args=(db, "dead-run", queue))
+    worker = context.Process(target=claim, args=(db, "dead-run", queue))
     worker.start()
     assert queue.get(timeout=120) == ("dead-run", [0])
     worker.join(timeout=60)

@@ -2,11 +2,13 @@
 
 Several run workers, sensors and the CLI (separate processes) write to the same file, and DuckDB allows
 one writer process at a time: a connection is held only for one operation, and a process that finds the
-file locked waits and retries.
+file locked waits and retries. A new catalog file appears whole (``_create``), so that no process ever opens
+one that another is still writing.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,9 +16,25 @@ from pathlib import Path
 import duckdb
 
 
+def _create(db_path: Path) -> None:
+    """Write an empty database beside ``db_path`` and link it into place, which fails if another process got
+    there first. Processes that opened a new catalog at once used to read a file still being written ("Could
+    not read enough bytes") or wrote over each other's header."""
+    scratch = db_path.with_name(f".{db_path.name}.{os.getpid()}.new")
+    duckdb.connect(str(scratch)).close()
+    try:
+        os.link(scratch, db_path)
+    except FileExistsError:
+        pass
+    finally:
+        scratch.unlink()
+
+
 @contextmanager
 def connect(db_path: Path, schema: str, lock_timeout_s: float = 60.0):
     db_path.parent.mkdir(parents=True, exist_ok=True)
+    if not db_path.exists():
+        _create(db_path)
     deadline = time.monotonic() + lock_timeout_s
     while True:
         try:
