@@ -18,7 +18,7 @@ from dagster import (
 from ft_assets.partition import ERROR_CLASS_KEY, USER_ERROR, publish, tenant_job
 from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.catalog.adapters import now_utc
-from ftpipe.data.pipeline import check_examples, load_examples
+from ftpipe.data.pipeline import validate_to_parquet
 from ftpipe.data.preflight import PREFLIGHT_WARNING_KINDS, run_preflight
 from ftpipe.data.quality import WARNING_KINDS
 from ftpipe.data.read import UnsupportedFormat
@@ -132,18 +132,25 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
     tenant, job = raw_dataset["tenant"], raw_dataset["job"]
     manifest = raw_dataset["manifest"]
     store = landing.store()
-    try:
-        examples = load_examples(raw_dataset["files"], manifest["holdout_fraction"])
-    except UnsupportedFormat as exc:
-        raise _user_failure(store, tenant, job, str(exc)) from None
-    check = check_examples(examples, manifest["min_examples"], platform.config().tier_of(tenant).max_examples,
-                           manifest["objective"])
-    outcome = check.outcome
-
     out_dir = artifacts.layout().job_dir(tenant, job) / "validated"
     out_dir.mkdir(parents=True, exist_ok=True)
     out_file = out_dir / f"{raw_dataset['dataset_digest'][:16]}.parquet"
-    examples.write_parquet(out_file)
+
+    logged = 0
+
+    def progress(rows: int) -> None:
+        nonlocal logged
+        if rows - logged >= 100_000:
+            logged = rows
+            context.log.info(f"validation: read and checked {rows:,} records")
+
+    try:
+        check = validate_to_parquet(raw_dataset["files"], manifest["holdout_fraction"], out_file,
+                                    manifest["min_examples"], platform.config().tier_of(tenant).max_examples,
+                                    manifest["objective"], progress=progress)
+    except UnsupportedFormat as exc:
+        raise _user_failure(store, tenant, job, str(exc)) from None
+    outcome = check.outcome
 
     report_md = report_markdown(check, f"{tenant}/{job}")
     publish(store, tenant, job, "validation.md", report_md)
@@ -155,7 +162,7 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
 
     yield Output(
         {**raw_dataset, "examples_file": str(out_file), "check": check},
-        metadata={**check.stats, "errors": len(outcome.errors) + len(outcome.dataset_errors),
+        metadata={**check.stats, "errors": outcome.n_errors,
                   "warnings": sum(w.count for w in check.warnings),
                   "report": MetadataValue.md(report_md), "report_key": report_key},
     )
@@ -164,7 +171,7 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
         passed=outcome.passed,
         severity=AssetCheckSeverity.ERROR,
         description=None if outcome.passed else "; ".join(outcome.error_lines()[:5]),
-        metadata={"errors": len(outcome.errors) + len(outcome.dataset_errors),
+        metadata={"errors": outcome.n_errors,
                   "first_errors": MetadataValue.md("\n".join(f"- {e}" for e in outcome.error_lines()[:20]) or "none")},
     )
     yield from _check_results(check.warnings, WARNING_KINDS)
@@ -202,7 +209,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     hit = cache_file.exists()
     if not hit:
         tokenizer = AutoTokenizer.from_pretrained(base.path)
-        examples = pl.read_parquet(validated_dataset["examples_file"]).filter(pl.col("split") == "train")
+        examples = pl.scan_parquet(validated_dataset["examples_file"]).filter(pl.col("split") == "train").collect()
         def progress(done: int, total: int) -> None:
             if done == total or done % (10 * 1024) == 0:
                 context.log.info(f"pre-flight: rendered and tokenized {done:,} of {total:,} examples")

@@ -13,7 +13,7 @@ def test_processes_creating_the_catalog_at_once_all_open_it(tmp_path):
     # Before catalog files were published whole, 10 such processes corrupted the new file in about one try
     # in ten ("exists, but it is not a valid DuckDB database file"), so several tries are made.
     context = multiprocessing.get_context("fork")
-    for attempt in range(8):
+    for attempt in range(6):
         db = tmp_path / f"catalog-{attempt}.duckdb"
         queue = context.Queue()
         start_at = time.time() + 0.3

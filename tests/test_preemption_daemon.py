@@ -49,8 +49,12 @@ def _one_slot_platform(home: Path, monkeypatch) -> None:
     # A lower utilization makes the expected time cover all of it, so the free run stays preemptible.
     platform["pools"]["cpu-local"]["mfu"] = 0.1
     platform["preemption"].update(wait_seconds=0, max_progress_share=1.0)
-    # What is under test is the stop and the resume; no quality gate may fail either run.
+    # What is under test is the stop and the resume; no quality gate may fail either run, and a few golden
+    # questions are enough to evaluate them (the whole set is the end-to-end test's).
     platform["evaluation"]["quality_gates"] = {}
+    golden = REPO_ROOT / "ftpipe" / "evaluation" / "golden" / "general-v1.jsonl"
+    (home / "golden.jsonl").write_text("".join(golden.read_text().splitlines(keepends=True)[:4]))
+    platform["evaluation"]["golden_set"] = str(home / "golden.jsonl")
     (home / "tenants.yaml").write_text(yaml.safe_dump(platform))
     monkeypatch.setenv("FTPIPE_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))

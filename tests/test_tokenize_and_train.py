@@ -68,13 +68,23 @@ def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, token
     assert tuned_loss < 0.8 * base_loss, (base_loss, tuned_loss)
 
 
-def test_batched_tokenization_equals_one_example_at_a_time(tokenizer):
-    conversations = synthetic.acme_support(40) + [[{"role": "user", "content": "Hi"},
-                                                   {"role": "assistant", "content": "Hello! " * 50}]]
-    frame = pl.DataFrame({"source_file": "t.jsonl", "line": list(range(1, 42)),
-                          "messages": [json.dumps(c) for c in conversations]})
+def test_batched_tokenization_equals_one_example_at_a_time(tokenizer, monkeypatch):
+    # The batched path renders and encodes on its own (render, then the Rust encoder in a thread); the
+    # one-at-a-time path is transformers' apply_chat_template. Several small batches, so that rendering
+    # overlaps encoding; multi-turn, system, unicode and weight-0 answers.
+    monkeypatch.setattr("ftpipe.data.tokenize.BATCH", 7)
+    conversations = synthetic.acme_support(40) + [
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! " * 50}],
+        [{"role": "system", "content": "Réponds en français. 日本語も"}, {"role": "user", "content": "Ça va ?"},
+         {"role": "assistant", "content": "Oui, très bien — merci ! 🙂"}],
+        [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "3", "weight": 0},
+         {"role": "user", "content": "Sure?"}, {"role": "assistant", "content": "2", "weight": 1}],
+        [{"role": "user", "content": "<|end|> is not a control token here"}, {"role": "assistant", "content": "ok"}],
+    ]
+    frame = pl.DataFrame({"source_file": "t.jsonl", "line": list(range(1, len(conversations) + 1)),
+                          "messages": [json.dumps(c, ensure_ascii=False) for c in conversations]})
     table = tokenize_frame(tokenizer, frame, max_len=64)
     for row, conv in zip(table.iter_rows(named=True), conversations):
         ids, mask, truncated = tokenize_messages(tokenizer, conv, 64)
         assert (row["input_ids"], row["assistant_masks"], row["truncated"]) == (ids, mask, truncated)
-    assert table["truncated"].to_list()[-1] and table["n_tokens"].to_list()[-1] > 64
+    assert table["truncated"].to_list()[40] and table["n_tokens"].to_list()[40] > 64

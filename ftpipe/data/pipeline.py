@@ -1,24 +1,27 @@
 """The whole validation, as plain functions: used by the Dagster assets and by ``ftpipe validate`` alike.
 
-    load_examples      read every file, normalize to chat messages, split train/holdout
-    check_examples     the pandera model (errors) and the data-quality checks (warnings)
+    example_chunks       read every file chunk by chunk, normalize to chat messages, split train/holdout
+    ExamplesChecker      the pandera model (errors) and the data-quality checks (warnings), chunk by chunk
+    validate_to_parquet  both in one pass, writing the normalized examples as they go: bounded memory
     tokenize + run_preflight (ftpipe.data.tokenize / ftpipe.data.preflight) on the train split
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
+from ftpipe.data.fast_normalize import normalize_lines_fast
 from ftpipe.data.normalize import normalize
 from ftpipe.data.preference import PREFERENCE_SHAPES
 from ftpipe.data.preflight import Preflight
-from ftpipe.data.quality import DataWarning, data_warnings
-from ftpipe.data.fast_normalize import normalize_lines_fast
+from ftpipe.data.quality import DataWarning, WarningCollector
 from ftpipe.data.read import CHUNK_BYTES, iter_line_chunks, read_records, records_from_chunk
-from ftpipe.data.schema import ValidationOutcome, validate_examples
+from ftpipe.data.schema import RowValidator, ValidationOutcome
 from ftpipe.data.split import assign_split
 
 
@@ -29,12 +32,12 @@ class ExamplesCheck:
     stats: dict = field(default_factory=dict)
 
 
-def normalize_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> pl.DataFrame:
-    """Read and normalize one file: JSONL chunk by chunk, vectorized where a chunk is clean."""
+def normalized_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
+    """One file, normalized: JSONL chunk by chunk, vectorized where a chunk is clean; other formats whole."""
     path = Path(path)
     if path.suffix.lower() not in (".jsonl", ".json"):
-        return normalize(read_records(path, display_name=path.name))
-    frames = []
+        yield normalize(read_records(path, display_name=path.name))
+        return
     for first_line, chunk in iter_line_chunks(path, chunk_bytes):
         fast = None
         try:
@@ -45,35 +48,93 @@ def normalize_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> pl.DataF
             if lines and lines[-1] == "":
                 lines.pop()
             fast = normalize_lines_fast(pl.Series(lines, dtype=pl.String), first_line, path.name)
-        frames.append(fast if fast is not None else normalize(records_from_chunk(chunk, first_line, path.name, path)))
+        yield fast if fast is not None else normalize(records_from_chunk(chunk, first_line, path.name, path))
+
+
+def normalize_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> pl.DataFrame:
+    frames = list(normalized_chunks(path, chunk_bytes))
     return pl.concat(frames) if frames else normalize([])
 
 
-def load_examples(files: dict[str, str | Path], holdout_fraction: float) -> pl.DataFrame:
+def example_chunks(files: dict[str, str | Path], holdout_fraction: float,
+                   chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
     """``files`` maps a role (``train``, ``eval``) to a path; an eval file is held out as a whole."""
-    frames = []
     for role, path in files.items():
-        frame = normalize_file(path).with_columns(pl.lit(role).alias("role"))
-        if role == "train":
-            frame = assign_split(frame, holdout_fraction)
-        else:
-            frame = frame.with_columns(pl.lit("holdout").alias("split"))
-        frames.append(frame)
-    return pl.concat(frames)
+        for frame in normalized_chunks(path, chunk_bytes):
+            frame = frame.with_columns(pl.lit(role).alias("role"))
+            if role == "train":
+                yield assign_split(frame, holdout_fraction)
+            else:
+                yield frame.with_columns(pl.lit("holdout").alias("split"))
+
+
+def load_examples(files: dict[str, str | Path], holdout_fraction: float) -> pl.DataFrame:
+    """All examples in memory: for small datasets and tests (``validate_to_parquet`` streams)."""
+    return pl.concat(list(example_chunks(files, holdout_fraction)))
+
+
+class ExamplesChecker:
+    """Errors and warnings over a dataset fed chunk by chunk, in file order."""
+
+    def __init__(self, objective: str = "sft"):
+        self.objective = objective
+        self._rows = RowValidator()
+        self._warnings = WarningCollector()
+        self._objective_error: list[str] = []
+        self._counts = {"train": 0, "holdout": 0}
+        self._shapes: set[str] = set()
+
+    def add(self, chunk: pl.DataFrame) -> None:
+        self._rows.add(chunk)
+        self._warnings.add(chunk)
+        if not self._objective_error:
+            self._objective_error = _objective_errors(chunk, self.objective)
+        for split in self._counts:
+            self._counts[split] += chunk.filter(pl.col("split") == split).height
+        self._shapes |= set(chunk.filter(pl.col("role") == "train")["shape"].drop_nulls().unique().to_list())
+
+    def finish(self, examples: pl.LazyFrame, min_examples: int, max_examples: int | None) -> ExamplesCheck:
+        """``examples``: what was fed to ``add``, read back lazily for the few rows a warning must re-read."""
+        outcome = self._rows.outcome(min_examples, max_examples)
+        outcome.dataset_errors += self._objective_error
+        stats = {"records": self._rows.n_records, **self._counts, "shapes": ",".join(sorted(self._shapes))}
+        return ExamplesCheck(outcome, self._warnings.finish(examples), stats)
 
 
 def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int | None,
                    objective: str = "sft") -> ExamplesCheck:
-    train_rows = examples.filter(pl.col("role") == "train")
-    outcome = validate_examples(examples, min_examples=min_examples, max_examples=max_examples)
-    outcome.dataset_errors += _objective_errors(examples, objective)
-    stats = {
-        "records": examples.height,
-        "train": examples.filter(pl.col("split") == "train").height,
-        "holdout": examples.filter(pl.col("split") == "holdout").height,
-        "shapes": ",".join(sorted(s for s in train_rows["shape"].unique().to_list() if s)),
-    }
-    return ExamplesCheck(outcome, data_warnings(examples), stats)
+    checker = ExamplesChecker(objective)
+    checker.add(examples)
+    return checker.finish(examples.lazy(), min_examples, max_examples)
+
+
+def validate_to_parquet(files: dict[str, str | Path], holdout_fraction: float, out_file: str | Path,
+                        min_examples: int, max_examples: int | None, objective: str = "sft",
+                        chunk_bytes: int = CHUNK_BYTES, progress=None) -> ExamplesCheck:
+    """Read, check and write the normalized examples in one pass, one chunk in memory at a time; the
+    file appears whole (written beside it, then renamed)."""
+    out_file = Path(out_file)
+    tmp = out_file.with_name(out_file.name + ".tmp")
+    checker = ExamplesChecker(objective)
+    writer, rows = None, 0
+    try:
+        for chunk in example_chunks(files, holdout_fraction, chunk_bytes):
+            checker.add(chunk)
+            table = chunk.to_arrow()
+            writer = writer or pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table)
+            rows += chunk.height
+            if progress:
+                progress(rows)
+    finally:
+        if writer:
+            writer.close()
+    if writer is None:  # not one row: an empty table still has the columns its readers select
+        normalize([]).with_columns(pl.lit(None, pl.String).alias("role"),
+                                   pl.lit(None, pl.String).alias("split")).write_parquet(tmp)
+    check = checker.finish(pl.scan_parquet(tmp), min_examples, max_examples)
+    tmp.replace(out_file)
+    return check
 
 
 def _objective_errors(examples: pl.DataFrame, objective: str) -> list[str]:
@@ -105,15 +166,18 @@ def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parame
                    holdout_fraction: float = 0.1, objective: str = "sft", progress=None) -> LocalValidation:
     """Everything the platform checks before training, in the same order: structure first, then the
     pre-flight through the base model's template (only when the structure is valid)."""
+    import tempfile
+
     from transformers import AutoTokenizer
 
     from ftpipe.data.preflight import run_preflight
     from ftpipe.data.tokenize import tokenize_examples
 
-    examples = load_examples(files, holdout_fraction)
-    check = check_examples(examples, min_examples, max_examples, objective)
-    if not check.outcome.passed:
-        return LocalValidation(check, None)
-    tokenized = tokenize_examples(AutoTokenizer.from_pretrained(tokenizer_path),
-                                  examples.filter(pl.col("split") == "train"), max_len, objective, progress)
+    with tempfile.TemporaryDirectory() as tmp:
+        examples_file = Path(tmp) / "examples.parquet"
+        check = validate_to_parquet(files, holdout_fraction, examples_file, min_examples, max_examples, objective)
+        if not check.outcome.passed:
+            return LocalValidation(check, None)
+        train = pl.scan_parquet(examples_file).filter(pl.col("split") == "train").collect()
+    tokenized = tokenize_examples(AutoTokenizer.from_pretrained(tokenizer_path), train, max_len, objective, progress)
     return LocalValidation(check, run_preflight(tokenized, max_len, epochs, num_parameters, pool_name, pool))

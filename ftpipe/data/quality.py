@@ -1,22 +1,28 @@
 """Data-quality warnings: things that do not make a dataset invalid but that a tenant should fix.
 
-Each check works on the normalized frame (``ftpipe.data.normalize``) and returns a ``DataWarning`` with the
-count and the file/line locations, so that the report can point at the exact rows.
+``WarningCollector`` takes the normalized frame (``ftpipe.data.normalize``) chunk by chunk: what is local to a
+row (PII) is found in the chunk; for what compares rows (duplicates, near-duplicates, length outliers,
+train/eval overlap) it keeps a few fixed-width columns per row (hashes, lengths, locations, MinHash sketches),
+so that a 10M-row upload is checked in bounded memory. Each warning has the count
+and the file/line locations, so that the report can point at the exact rows.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
+from ftpipe.data.minhash import THRESHOLD, NearDuplicateFinder, exact_jaccard
 from ftpipe.data.pii import PREFILTER as PII_PREFILTER
 from ftpipe.data.pii import find_pii
 
 MESSAGE_DTYPE = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 MAX_LOCATIONS = 20
+MAX_KEPT_LOCATIONS = 1_000
+"""Locations kept per warning (all are counted): the report lists the first ones."""
 
 
 @dataclass
@@ -26,11 +32,22 @@ class DataWarning:
     count: int
     locations: list[str] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)
+    more_locations: int = 0
+    """Locations beyond the ``MAX_KEPT_LOCATIONS`` kept."""
 
     def __str__(self) -> str:
         where = ", ".join(self.locations[:MAX_LOCATIONS])
-        more = f" and {len(self.locations) - MAX_LOCATIONS} more" if len(self.locations) > MAX_LOCATIONS else ""
+        beyond = max(len(self.locations) - MAX_LOCATIONS, 0) + self.more_locations
+        more = f" and {beyond} more" if beyond > 0 else ""
         return f"{self.message} ({self.count}): {where}{more}"
+
+
+def _warning(kind: str, message: str, count: int, locations: list[str], samples: list[str] | None = None,
+             n_locations: int | None = None) -> DataWarning:
+    """``n_locations``: how many locations there are, when the caller built only the first of them."""
+    kept = locations[:MAX_KEPT_LOCATIONS]
+    more = (len(locations) if n_locations is None else n_locations) - len(kept)
+    return DataWarning(kind, message, count, kept, (samples or [])[:MAX_LOCATIONS], more)
 
 
 def with_text(frame: pl.DataFrame) -> pl.DataFrame:
@@ -45,96 +62,151 @@ def with_text(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _where(rows: pl.DataFrame) -> list[str]:
-    return [f"{f} line {n}" for f, n in rows.select("source_file", "line").iter_rows()]
+    return [f"{f} line {n}" for f, n in rows.head(MAX_KEPT_LOCATIONS).select("source_file", "line").iter_rows()]
 
 
-def exact_duplicates(frame: pl.DataFrame) -> DataWarning | None:
-    dups = frame.filter(pl.col("messages").is_duplicated()).sort("source_file", "line")
+FEATURES_SCHEMA = {"source_file": pl.String, "line": pl.Int64, "role": pl.String, "key": pl.UInt64,
+                   "prompt": pl.UInt64, "length": pl.UInt32}
+
+
+def row_features(rows: pl.DataFrame) -> pl.DataFrame:
+    """What the cross-row checks need of each valid row: 50-odd bytes instead of the whole example."""
+    return rows.select(
+        "source_file", "line", "role",
+        pl.col("messages").hash(seed=11).alias("key"),
+        pl.col("prompt_key").hash(seed=13).alias("prompt"),
+        pl.col("text").str.len_chars().alias("length"),
+    )
+
+
+def exact_duplicates(features: pl.DataFrame) -> DataWarning | None:
+    dups = features.filter(pl.col("key").is_duplicated()).sort("source_file", "line")
     if dups.is_empty():
         return None
-    groups = dups.group_by("messages", maintain_order=True).agg(pl.col("line"), pl.col("source_file").first())
+    groups = dups.group_by("key", maintain_order=True).agg(pl.col("line"), pl.col("source_file").first())
     extra = dups.height - groups.height
-    locations = [f"{f} lines {', '.join(map(str, lines))}" for lines, f in groups.select("line", "source_file").iter_rows()]
-    return DataWarning("exact_duplicates", "exact duplicate examples (copies beyond the first)", extra, locations)
+    locations = [f"{f} lines {', '.join(map(str, lines))}"
+                 for lines, f in groups.head(MAX_KEPT_LOCATIONS).select("line", "source_file").iter_rows()]
+    return _warning("exact_duplicates", "exact duplicate examples (copies beyond the first)", extra, locations,
+                    n_locations=groups.height)
 
 
-def near_duplicates(frame: pl.DataFrame, threshold: float = 0.8, num_perm: int = 64) -> DataWarning | None:
-    """Pairs of different examples whose word 3-shingles have a Jaccard similarity above ``threshold``."""
-    from datasketch import MinHash, MinHashLSH
-
-    unique = frame.unique(subset="messages", keep="first", maintain_order=True)
-    if unique.height < 2:
+def near_duplicates(features: pl.DataFrame, candidates: np.ndarray, examples: pl.LazyFrame) -> DataWarning | None:
+    """``candidates``: (row, earlier row) indices into ``features`` from MinHash; each example is reported once,
+    against the earliest example whose exact shingle Jaccard reaches the threshold. Exact copies are the other
+    warning's."""
+    keys = features["key"].to_numpy()
+    candidates = candidates[keys[candidates[:, 0]] != keys[candidates[:, 1]]] if len(candidates) else candidates
+    if len(candidates) == 0:
         return None
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    sketches = {}
-    for i, (text, source_file, line) in enumerate(unique.select("text", "source_file", "line").iter_rows()):
-        words = re.findall(r"\w+", text.lower())
-        shingles = {" ".join(words[j:j + 3]).encode() for j in range(max(1, len(words) - 2))}
-        m = MinHash(num_perm=num_perm, seed=1)
-        m.update_batch(list(shingles))
-        key = f"{source_file} line {line}"
-        for other in lsh.query(m):
-            if m.jaccard(sketches[other]) >= threshold:
-                sketches.setdefault("__pairs__", []).append(f"{key} ~ {other}")
-        lsh.insert(key, m)
-        sketches[key] = m
-    pairs = sketches.get("__pairs__", [])
+    text = _texts_of(features, np.unique(candidates), examples)
+    pairs = [(a, b) for a, b in candidates.tolist() if exact_jaccard(text[a], text[b]) >= THRESHOLD]
+    pairs = [(a, b) for i, (a, b) in enumerate(pairs) if i == 0 or pairs[i - 1][0] != a]  # sorted by (a, b)
     if not pairs:
         return None
-    return DataWarning("near_duplicates", f"near-duplicate pairs (MinHash Jaccard >= {threshold})", len(pairs), pairs)
+    shown = pairs[:MAX_KEPT_LOCATIONS]
+    where = _locations_of(features, {row for pair in shown for row in pair})
+    locations = [f"{where[a]} ~ {where[b]}" for a, b in shown]
+    return _warning("near_duplicates", f"near-duplicates of an earlier example (Jaccard >= {THRESHOLD})",
+                    len(pairs), locations, n_locations=len(pairs))
 
 
-def pii(frame: pl.DataFrame) -> DataWarning | None:
-    # One vectorized pass over the serialized messages finds the candidate rows (a JSON string is the text
-    # with quotes and control characters escaped, which no pattern needs); only those are decoded and go
-    # through the exact patterns and checksums in Python.
-    candidates = frame.filter(pl.col("messages").str.contains(PII_PREFILTER))
-    locations, samples, total = [], [], 0
-    for messages, source_file, line in candidates.select("messages", "source_file", "line").iter_rows():
-        text = "\n".join(m.get("content") or "" for m in json.loads(messages))
-        found = find_pii(text)
-        if found:
-            total += len(found)
-            kinds = sorted({k for k, _ in found})
-            locations.append(f"{source_file} line {line} ({', '.join(kinds)})")
-            samples += [f"{source_file} line {line}: {k} {masked}" for k, masked in found]
-    if not total:
-        return None
-    return DataWarning("pii", "possible personal data or secrets (values masked)", total, locations, samples[:MAX_LOCATIONS])
+def _locations_of(features: pl.DataFrame, rows: set[int]) -> dict[int, str]:
+    picked = features.with_row_index().filter(pl.col("index").is_in(sorted(rows)))
+    return {i: f"{f} line {n}" for i, f, n in picked.select("index", "source_file", "line").iter_rows()}
 
 
-def length_outliers(frame: pl.DataFrame, k: float = 3.0, min_rows: int = 20) -> DataWarning | None:
+def _texts_of(features: pl.DataFrame, rows: np.ndarray, examples: pl.LazyFrame) -> dict[int, str]:
+    """The texts of a few rows, read back from the examples (a streamed upload keeps only their hashes)."""
+    on = ["role", "source_file", "line"]
+    wanted = features.with_row_index().filter(pl.col("index").is_in(rows.tolist())).select("index", *on)
+    # A filter streams through the file; a join would hash all of it.
+    near = (examples.filter(pl.col("line").is_in(wanted["line"].unique().to_list()))
+            .select(*on, "messages", "problem").collect(engine="streaming"))
+    return dict(with_text(near.join(wanted, on=on, how="inner")).select("index", "text").iter_rows())
+
+
+def length_outliers(features: pl.DataFrame, k: float = 3.0, min_rows: int = 20) -> DataWarning | None:
     """Examples whose character length lies beyond k interquartile ranges from the middle half."""
-    if frame.height < min_rows:
+    if features.height < min_rows:
         return None
-    lengths = frame["text"].str.len_chars()
+    lengths = features["length"]
     q1, q3 = lengths.quantile(0.25), lengths.quantile(0.75)
     spread = max(q3 - q1, 1.0)
     low, high = q1 - k * spread, q3 + k * spread
-    outliers = frame.filter((lengths < low) | (lengths > high)).sort("source_file", "line")
+    outliers = features.filter((pl.col("length") < low) | (pl.col("length") > high)).sort("source_file", "line")
     if outliers.is_empty():
         return None
-    return DataWarning("length_outliers", f"length outliers (outside {max(low, 0):.0f}-{high:.0f} characters)",
-                       outliers.height, _where(outliers))
+    return _warning("length_outliers", f"length outliers (outside {max(low, 0):.0f}-{high:.0f} characters)",
+                    outliers.height, _where(outliers), n_locations=outliers.height)
 
 
-def train_eval_overlap(frame: pl.DataFrame) -> DataWarning | None:
+def train_eval_overlap(features: pl.DataFrame) -> DataWarning | None:
     """Evaluation examples whose prompt also appears in the training data: their scores would flatter."""
-    train = frame.filter(pl.col("role") == "train").select("prompt_key")
-    evals = frame.filter(pl.col("role") == "eval")
+    train = features.filter(pl.col("role") == "train").select("prompt")
+    evals = features.filter(pl.col("role") == "eval")
     if train.is_empty() or evals.is_empty():
         return None
-    overlap = evals.join(train.unique(), on="prompt_key", how="semi").sort("source_file", "line")
+    overlap = evals.join(train.unique(), on="prompt", how="semi").sort("source_file", "line")
     if overlap.is_empty():
         return None
-    return DataWarning("train_eval_overlap", "evaluation examples whose prompt is also in the training data",
-                       overlap.height, _where(overlap))
+    return _warning("train_eval_overlap", "evaluation examples whose prompt is also in the training data",
+                    overlap.height, _where(overlap), n_locations=overlap.height)
+
+
+class WarningCollector:
+    """Every warning kind over a dataset fed in chunks (``add``), in the order the files are read."""
+
+    def __init__(self):
+        self._features: list[pl.DataFrame] = []
+        self._near = NearDuplicateFinder()
+        self._pii_locations: list[str] = []
+        self._pii_samples: list[str] = []
+        self._pii_total = 0
+        self._pii_more = 0
+
+    def add(self, frame: pl.DataFrame) -> None:
+        rows = with_text(frame)
+        self._features.append(row_features(rows))
+        self._near.add(rows["text"])
+        self.collect_pii(rows)
+
+    def collect_pii(self, rows: pl.DataFrame) -> None:
+        # One vectorized pass over the serialized messages finds the candidate rows (a JSON string is the text
+        # with quotes and control characters escaped, which no pattern needs); only those are decoded and go
+        # through the exact patterns and checksums in Python.
+        candidates = rows.filter(pl.col("messages").str.contains(PII_PREFILTER))
+        for messages, source_file, line in candidates.select("messages", "source_file", "line").iter_rows():
+            text = "\n".join(m.get("content") or "" for m in json.loads(messages))
+            found = find_pii(text)
+            if found:
+                self._pii_total += len(found)
+                kinds = sorted({k for k, _ in found})
+                if len(self._pii_locations) < MAX_KEPT_LOCATIONS:
+                    self._pii_locations.append(f"{source_file} line {line} ({', '.join(kinds)})")
+                else:
+                    self._pii_more += 1
+                if len(self._pii_samples) < MAX_LOCATIONS:
+                    self._pii_samples += [f"{source_file} line {line}: {k} {masked}" for k, masked in found]
+
+    def pii(self) -> DataWarning | None:
+        if not self._pii_total:
+            return None
+        return _warning("pii", "possible personal data or secrets (values masked)", self._pii_total,
+                        self._pii_locations, self._pii_samples, len(self._pii_locations) + self._pii_more)
+
+    def finish(self, examples: pl.LazyFrame) -> list[DataWarning]:
+        """``examples``: the frame fed to ``add``, as a lazy frame (a scan of the written file when streamed)."""
+        features = pl.concat(self._features, rechunk=False) if self._features else pl.DataFrame(schema=FEATURES_SCHEMA)
+        near = near_duplicates(features, self._near.candidates(), examples)
+        found = [exact_duplicates(features), near, self.pii(), length_outliers(features), train_eval_overlap(features)]
+        return [w for w in found if w is not None]
 
 
 def data_warnings(frame: pl.DataFrame) -> list[DataWarning]:
-    rows = with_text(frame)
-    checks = [exact_duplicates, near_duplicates, pii, length_outliers, train_eval_overlap]
-    return [w for w in (check(rows) for check in checks) if w is not None]
+    collector = WarningCollector()
+    collector.add(frame)
+    return collector.finish(frame.lazy())
 
 
 WARNING_KINDS = ("exact_duplicates", "near_duplicates", "pii", "length_outliers", "train_eval_overlap")

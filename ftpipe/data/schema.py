@@ -43,10 +43,13 @@ class NormalizedExamples(pa.DataFrameModel):
     pair_problem: str = pa.Field(nullable=True)
     weight_problem: str = pa.Field(nullable=True)
 
+    # The file's first shape, when an earlier chunk of a streamed file saw it (``RowValidator``).
+    file_shape: str = pa.Field(nullable=True)
+
     @pa.check("shape", name="same_shape_in_file")
     def _same_shape(cls, data: PolarsData) -> pl.LazyFrame:
         """A file that mixes shapes is refused: half of it would be read with the wrong meaning."""
-        first = pl.col(data.key).drop_nulls().first().over("source_file")
+        first = pl.coalesce(pl.col("file_shape"), pl.col(data.key).drop_nulls().first().over("source_file"))
         return data.lazyframe.select(pl.col(data.key).is_null() | (pl.col(data.key) == first))
 
     @pa.check("problem", name="no_problem")
@@ -85,46 +88,80 @@ class RowError:
         return f"{self.source_file} line {self.line}, {self.field}: {self.message}"
 
 
+MAX_KEPT_ERRORS = 1_000
+"""Row errors kept for the report (all are counted): a 10M-row file of bad lines must not fill the memory."""
+
+
 @dataclass
 class ValidationOutcome:
     n_examples: int
     errors: list[RowError] = field(default_factory=list)
     dataset_errors: list[str] = field(default_factory=list)
+    n_row_errors: int = 0
+    """Rows with an error; ``errors`` holds the first ``MAX_KEPT_ERRORS`` of them."""
 
     @property
     def passed(self) -> bool:
-        return not self.errors and not self.dataset_errors
+        return not self.n_row_errors and not self.dataset_errors
+
+    @property
+    def n_errors(self) -> int:
+        return self.n_row_errors + len(self.dataset_errors)
 
     def error_lines(self) -> list[str]:
         return self.dataset_errors + [str(e) for e in self.errors]
 
 
+class RowValidator:
+    """The pandera model applied chunk by chunk, so that a file of any size is checked in bounded memory;
+    a file's first shape carries over from chunk to chunk."""
+
+    def __init__(self):
+        self.n_records = 0
+        self.n_row_errors = 0
+        self.errors: list[RowError] = []
+        self._first_shape: dict[str, str] = {}
+
+    def add(self, frame: pl.DataFrame) -> None:
+        known = pl.DataFrame({"source_file": list(self._first_shape), "file_shape": list(self._first_shape.values())},
+                             schema={"source_file": pl.String, "file_shape": pl.String})
+        frame = frame.drop("file_shape", strict=False).join(known, on="source_file", how="left", maintain_order="left")
+        for f, shape in (frame.filter(pl.col("shape").is_not_null())
+                         .group_by("source_file", maintain_order=True).agg(pl.col("shape").first()).iter_rows()):
+            self._first_shape.setdefault(f, shape)
+        self.n_records += frame.height
+        try:
+            NormalizedExamples.validate(frame, lazy=True)
+        except SchemaErrors as exc:
+            # A record that failed to parse fails the checks of every derived column too: its first cause only.
+            seen: dict[tuple[str, int], RowError] = {}
+            for err in _row_errors(frame, exc.failure_cases, self._first_shape):
+                seen.setdefault((err.source_file, err.line), err)
+            self.n_row_errors += len(seen)
+            room = MAX_KEPT_ERRORS - len(self.errors)
+            self.errors += sorted(seen.values(), key=lambda e: (e.source_file, e.line))[:max(room, 0)]
+
+    def outcome(self, min_examples: int = 1, max_examples: int | None = None) -> ValidationOutcome:
+        outcome = ValidationOutcome(self.n_records, list(self.errors), n_row_errors=self.n_row_errors)
+        valid = self.n_records - self.n_row_errors
+        if valid < min_examples:
+            outcome.dataset_errors.append(f"too few valid examples: {valid} (at least {min_examples} required)")
+        if max_examples is not None and self.n_records > max_examples:
+            outcome.dataset_errors.append(f"too many examples: {self.n_records} (the tenant's tier allows {max_examples})")
+        return outcome
+
+
 def validate_examples(frame: pl.DataFrame, min_examples: int = 1, max_examples: int | None = None) -> ValidationOutcome:
-    outcome = ValidationOutcome(n_examples=frame.height)
-    try:
-        NormalizedExamples.validate(frame, lazy=True)
-    except SchemaErrors as exc:
-        outcome.errors = _row_errors(frame, exc.failure_cases)
-    # A record that failed to parse fails the checks of every derived column too; report its first cause only.
-    seen: dict[tuple[str, int], RowError] = {}
-    for err in outcome.errors:
-        seen.setdefault((err.source_file, err.line), err)
-    outcome.errors = sorted(seen.values(), key=lambda e: (e.source_file, e.line))
-    valid = frame.height - len(seen)
-    if valid < min_examples:
-        outcome.dataset_errors.append(f"too few valid examples: {valid} (at least {min_examples} required)")
-    if max_examples is not None and frame.height > max_examples:
-        outcome.dataset_errors.append(f"too many examples: {frame.height} (the tenant's tier allows {max_examples})")
-    return outcome
+    validator = RowValidator()
+    validator.add(frame)
+    return validator.outcome(min_examples, max_examples)
 
 
-def _row_errors(frame: pl.DataFrame, failure_cases: pl.DataFrame) -> list[RowError]:
+def _row_errors(frame: pl.DataFrame, failure_cases: pl.DataFrame, first_shape: dict[str, str]) -> list[RowError]:
     errors = []
     order = {key: i for i, key in enumerate(_MESSAGES)}
     cases = failure_cases.filter(pl.col("index").is_not_null()).to_dicts()
     cases.sort(key=lambda c: (c["index"], order.get((c["column"], c["check"]), len(order))))
-    first_shape = {f: s for f, s in frame.filter(pl.col("shape").is_not_null())
-                   .group_by("source_file", maintain_order=True).agg(pl.col("shape").first()).iter_rows()}
     for case in cases:
         row = frame.row(case["index"], named=True)
         field_name, template = _MESSAGES.get((case["column"], case["check"]), (case["column"], f"failed {case['check']}"))

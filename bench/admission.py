@@ -10,7 +10,7 @@ Measures, in one process:
      rate measured is the coordinator's, not the training's. The premium and standard runs are timed
      apart: after them, the free tier's limit of one run at a time sets the pace, not the coordinator.
 
-    .venv/bin/python bench/queue.py [--tenants 200] [--jobs-per-tenant 5]
+    .venv/bin/python bench/admission.py [--tenants 200] [--jobs-per-tenant 5]
 """
 
 from __future__ import annotations
