@@ -18,12 +18,12 @@ from dagster import (
 from ft_assets.partition import ERROR_CLASS_KEY, USER_ERROR, publish, tenant_job
 from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.catalog.adapters import now_utc
-from ftpipe.data.pipeline import validate_to_parquet
+from ftpipe.data.pipeline import PREFLIGHT_COLUMNS, tokenize_to_parquet, validate_to_parquet
 from ftpipe.data.preflight import PREFLIGHT_WARNING_KINDS, run_preflight
 from ftpipe.data.quality import WARNING_KINDS
 from ftpipe.data.read import UnsupportedFormat
 from ftpipe.data.report import report_json, report_markdown
-from ftpipe.data.tokenize import TemplateSpansMismatch, tokenize_examples
+from ftpipe.data.tokenize import TemplateSpansMismatch
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
 from ftpipe.manifest import ManifestError, parse_manifest
@@ -208,22 +208,22 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
     hit = cache_file.exists()
     if not hit:
-        tokenizer = AutoTokenizer.from_pretrained(base.path)
-        examples = pl.scan_parquet(validated_dataset["examples_file"]).filter(pl.col("split") == "train").collect()
+        logged = 0
+
         def progress(done: int, total: int) -> None:
-            if done == total or done % (10 * 1024) == 0:
+            nonlocal logged
+            if done == total or done - logged >= 10_000:
+                logged = done
                 context.log.info(f"pre-flight: rendered and tokenized {done:,} of {total:,} examples")
 
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
         try:
-            table = tokenize_examples(tokenizer, examples, max_len, manifest["objective"], progress=progress)
+            tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
+                                cache_file, max_len, manifest["objective"], progress)
         except TemplateSpansMismatch as exc:
             raise _user_failure(store, tenant, job, f"messages[].weight: {exc}; the base model "
                                 f"{manifest['base_model']} cannot honour message weights, remove them") from None
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp")
-        table.write_parquet(tmp)
-        tmp.replace(cache_file)
-    stats_table = pl.read_parquet(cache_file, columns=["source_file", "line", "n_tokens", "n_trainable", "learns_eos"])
+    stats_table = pl.read_parquet(cache_file, columns=PREFLIGHT_COLUMNS)
     config = platform.config()
     # The pool admission routed the job to (a run launched by hand has the default pool's tag).
     pool_name = context.run.tags.get(POOL_TAG, config.default_pool)
@@ -262,6 +262,6 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     yield AssetCheckResult(
         check_name="fits_max_seq_len", passed=preflight.passed, severity=AssetCheckSeverity.ERROR,
         description=None if preflight.passed else "; ".join(str(e) for e in preflight.errors[:5]),
-        metadata={"too_long": len(preflight.errors)},
+        metadata={"too_long": preflight.n_errors},
     )
     yield from _check_results(preflight.warnings, PREFLIGHT_WARNING_KINDS)

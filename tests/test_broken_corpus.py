@@ -44,11 +44,12 @@ def test_each_error_names_file_line_and_field_and_stops_before_tokenization(name
     assert result.preflight is None and not result.passed
 
 
-def test_undecodable_bytes_name_the_likely_encoding(tiny_model):
-    result = _validate("not_utf8.jsonl", tiny_model)
+@pytest.mark.parametrize("name, line, column", [("not_utf8.jsonl", 2, 16), ("not_utf8.csv", 5, 5)])
+def test_undecodable_bytes_name_the_likely_encoding(tiny_model, name, line, column):
+    result = _validate(name, tiny_model)
     (error,) = result.check.outcome.errors
-    assert (error.source_file, error.line, error.field) == ("not_utf8.jsonl", 2, "record")
-    assert error.message.startswith("not UTF-8 at column 16: the file looks like cp125")
+    assert (error.source_file, error.line, error.field) == (name, line, "record")
+    assert error.message.startswith(f"not UTF-8 at column {column}: the file looks like cp125")
     assert result.preflight is None
 
 

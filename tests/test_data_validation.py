@@ -65,6 +65,15 @@ def test_csv_and_parquet_report_their_own_line_numbers(tmp_path):
     assert [(e.source_file, e.line) for e in _validate(tmp_path / "d.parquet").errors] == [("d.parquet", 2)]
 
 
+def test_the_split_never_moves_between_versions():
+    # Pinned: a tokenized cache is keyed by the dataset digest, so a split that moved would leave caches
+    # holding another train split.
+    messages = [json.dumps([{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}],
+                           separators=(",", ":")) for i in range(40)]
+    split = assign_split(pl.DataFrame({"messages": messages + [None]}), 0.2)["split"].to_list()
+    assert [i for i, side in enumerate(split) if side == "holdout"] == [0, 9, 12, 25, 26, 37, 39]
+
+
 def test_split_is_deterministic_and_keeps_duplicates_together(tmp_path):
     path = tmp_path / "t.jsonl"
     rows = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]

@@ -51,3 +51,24 @@ def test_templated_rows_that_share_most_words_are_not_reported():
     frame = pl.DataFrame({"source_file": "t.jsonl", "line": range(1, 2_001), "problem": None, "role": "train",
                           "messages": messages}, schema_overrides={"problem": pl.String})
     assert "near_duplicates" not in {w.kind for w in data_warnings(frame)}
+
+
+def test_candidates_are_confirmed_in_one_pass_over_the_examples_fed_in_chunks():
+    from ftpipe.data.quality import near_duplicates, row_features, with_text
+
+    base = "the quick brown fox jumps over the lazy dog near the river bank at dawn"
+    conversations = [base, "an unrelated question about invoices", base + " today", "totally different words here",
+                     base + " again today", "well " + base]
+    rows = [json.dumps([{"role": "user", "content": "q"}, {"role": "assistant", "content": c}]) for c in conversations]
+    frame = pl.DataFrame({"source_file": "t.jsonl", "line": range(1, 8), "role": "train",
+                          "messages": rows[:2] + [None] + rows[2:],  # line 3 did not parse: not a row of features
+                          "problem": [None, None, "invalid JSON", None, None, None, None]})
+    features = row_features(with_text(frame))
+    # Rows 2, 4 and 5 each against row 0; row 4 also against row 2 and row 1 (no match).
+    candidates = np.array([[2, 0], [4, 0], [4, 1], [4, 2], [5, 0], [5, 1]])
+    chunks = [frame.slice(i, 2) for i in range(0, frame.height, 2)]
+    warning = near_duplicates(features, candidates, chunks)
+    assert warning.count == 3
+    assert warning.locations == ["t.jsonl line 4 ~ t.jsonl line 1", "t.jsonl line 6 ~ t.jsonl line 1",
+                                 "t.jsonl line 7 ~ t.jsonl line 1"]
+    assert near_duplicates(features, np.array([[3, 1], [5, 3]]), chunks) is None  # estimates, not matches

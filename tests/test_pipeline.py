@@ -110,6 +110,31 @@ def test_second_job_on_the_same_data_reuses_the_tokenized_cache(local_resources,
     assert hits == [False, True]
 
 
+def test_message_weights_on_a_template_without_generation_spans_are_the_tenants_error(local_resources, tiny_model,
+                                                                                      tmp_path):
+    import shutil
+
+    # A local base model whose template, like many on the hub, marks no generation spans.
+    base = tmp_path / "no-spans-model"
+    shutil.copytree(tiny_model.path, base)
+    template = (base / "chat_template.jinja").read_text()
+    (base / "chat_template.jinja").write_text(template.replace("{% generation %}", "").replace("{% endgeneration %}", ""))
+    rows = synthetic.acme_support(100)
+    rows[30] = [*rows[30][:2], {**rows[30][2], "weight": 0}, {"role": "user", "content": "And?"},
+                {"role": "assistant", "content": "That is all."}]
+    store = local_resources["landing"].store()
+    submit_job(store, "acme", "weights-v1", {"t.jsonl": synthetic.to_jsonl(rows).encode()},
+               default_manifest("t.jsonl", base_model=str(base)))
+    with instance_for_test() as instance:
+        _, run = _run(instance, local_resources, "acme", "weights-v1")
+        error_class, reason = failure_reason(instance, run)
+    assert error_class == "user"
+    assert reason.startswith("messages[].weight: the chat template marks 0 generation span(s) for 2 assistant message(s)")
+    assert b"cannot honour message weights" in store.read_bytes(results_key("acme", "weights-v1", "rejected.md"))
+    tenant_dir = Path(local_resources["artifacts"].root) / "tenants" / "acme"
+    assert not list((tenant_dir / "cache").rglob("*.parquet*")) and not (tenant_dir / "jobs/weights-v1/training").exists()
+
+
 def test_assets_read_uploads_and_write_reports_over_s3(local_resources, s3_endpoint, s3_bucket):
     from resources import LandingZoneResource
 

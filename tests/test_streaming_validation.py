@@ -86,3 +86,34 @@ def test_an_empty_upload_still_writes_a_table_with_the_columns(tmp_path):
     check = validate_to_parquet({"train": tmp_path / "train.jsonl"}, 0.1, out, 1, None)
     assert check.outcome.dataset_errors == ["too few valid examples: 0 (at least 1 required)"]
     assert {"messages", "split", "role", "line"} <= set(pl.read_parquet(out).columns)
+
+
+def test_parquet_is_read_and_normalized_batch_by_batch(tmp_path, monkeypatch):
+    from ftpipe.data import pipeline, read
+    from ftpipe.data.pipeline import normalized_chunks
+
+    monkeypatch.setattr(read, "TABLE_BATCH_ROWS", 7)
+    monkeypatch.setattr(pipeline, "TABLE_BATCH_ROWS", 7)
+    completions = [f"answer {i}" for i in range(40)]
+    completions[23] = ""
+    pl.DataFrame({"prompt": [f"question {i}" for i in range(40)], "completion": completions}).write_parquet(
+        tmp_path / "d.parquet", row_group_size=10)
+    chunks = list(normalized_chunks(tmp_path / "d.parquet"))
+    assert [c.height for c in chunks] == [7] * 5 + [5]
+    assert pl.concat(chunks)["line"].to_list() == list(range(1, 41))
+    check = validate_to_parquet({"train": tmp_path / "d.parquet"}, 0.1, tmp_path / "e.parquet", 10, None)
+    assert [str(e) for e in check.outcome.errors] == ["d.parquet line 24, messages: 1 message(s) with empty content"]
+
+
+def test_csv_line_numbers_carry_across_batches_when_fields_span_lines(tmp_path, monkeypatch):
+    from ftpipe.data import read
+
+    monkeypatch.setattr(read, "TABLE_BATCH_ROWS", 3)
+    prompts = [f"question {i}" + "\nmore" * (i % 3) for i in range(10)]  # records of 1, 2 and 3 lines
+    completions = [f"answer {i}" for i in range(10)]
+    completions[7] = ""
+    pl.DataFrame({"prompt": prompts, "completion": completions}).write_csv(tmp_path / "d.csv")
+    starts = [2 + sum(1 + i % 3 for i in range(k)) for k in range(10)]
+    assert [r.line for r in read.read_records(tmp_path / "d.csv")] == starts
+    check = validate_to_parquet({"train": tmp_path / "d.csv"}, 0.1, tmp_path / "e.parquet", 5, None)
+    assert [str(e) for e in check.outcome.errors] == [f"d.csv line {starts[7]}, messages: 1 message(s) with empty content"]

@@ -3,13 +3,16 @@
     example_chunks       read every file chunk by chunk, normalize to chat messages, split train/holdout
     ExamplesChecker      the pandera model (errors) and the data-quality checks (warnings), chunk by chunk
     validate_to_parquet  both in one pass, writing the normalized examples as they go: bounded memory
-    tokenize + run_preflight (ftpipe.data.tokenize / ftpipe.data.preflight) on the train split
+    tokenize_to_parquet  the train split rendered and tokenized slice by slice (ftpipe.data.tokenize): the
+                         tokenized cache, whose statistics are the pre-flight (ftpipe.data.preflight)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import polars as pl
@@ -19,8 +22,8 @@ from ftpipe.data.fast_normalize import normalize_lines_fast
 from ftpipe.data.normalize import normalize
 from ftpipe.data.preference import PREFERENCE_SHAPES
 from ftpipe.data.preflight import Preflight
-from ftpipe.data.quality import DataWarning, WarningCollector
-from ftpipe.data.read import CHUNK_BYTES, iter_line_chunks, read_records, records_from_chunk
+from ftpipe.data.quality import WARNING_COLUMNS, DataWarning, WarningCollector
+from ftpipe.data.read import CHUNK_BYTES, TABLE_BATCH_ROWS, iter_line_chunks, read_records, records_from_chunk
 from ftpipe.data.schema import RowValidator, ValidationOutcome
 from ftpipe.data.split import assign_split
 
@@ -33,10 +36,12 @@ class ExamplesCheck:
 
 
 def normalized_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
-    """One file, normalized: JSONL chunk by chunk, vectorized where a chunk is clean; other formats whole."""
+    """One file, normalized chunk by chunk: JSONL vectorized where a chunk is clean, other formats record by record."""
     path = Path(path)
     if path.suffix.lower() not in (".jsonl", ".json"):
-        yield normalize(read_records(path, display_name=path.name))
+        records = read_records(path, display_name=path.name)
+        while batch := list(islice(records, TABLE_BATCH_ROWS)):
+            yield normalize(batch)
         return
     for first_line, chunk in iter_line_chunks(path, chunk_bytes):
         fast = None
@@ -93,8 +98,8 @@ class ExamplesChecker:
             self._counts[split] += chunk.filter(pl.col("split") == split).height
         self._shapes |= set(chunk.filter(pl.col("role") == "train")["shape"].drop_nulls().unique().to_list())
 
-    def finish(self, examples: pl.LazyFrame, min_examples: int, max_examples: int | None) -> ExamplesCheck:
-        """``examples``: what was fed to ``add``, read back lazily for the few rows a warning must re-read."""
+    def finish(self, examples: Iterable[pl.DataFrame], min_examples: int, max_examples: int | None) -> ExamplesCheck:
+        """``examples``: the frames fed to ``add``, in the same order, for the few rows a warning must re-read."""
         outcome = self._rows.outcome(min_examples, max_examples)
         outcome.dataset_errors += self._objective_error
         stats = {"records": self._rows.n_records, **self._counts, "shapes": ",".join(sorted(self._shapes))}
@@ -105,36 +110,61 @@ def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int 
                    objective: str = "sft") -> ExamplesCheck:
     checker = ExamplesChecker(objective)
     checker.add(examples)
-    return checker.finish(examples.lazy(), min_examples, max_examples)
+    return checker.finish([examples], min_examples, max_examples)
+
+
+@contextmanager
+def parquet_written_whole(out_file: str | Path, empty: Callable[[], pl.DataFrame]) -> Iterator[Callable[[pl.DataFrame], None]]:
+    """Yields ``append(frame)``: the frames go to a file beside ``out_file``, renamed into place once all are in,
+    so that a reader never sees half a file, and nothing is left behind on failure. ``empty()`` gives the
+    table written when nothing was appended (its readers still select its columns)."""
+    out_file = Path(out_file)
+    tmp = out_file.with_name(out_file.name + ".tmp")
+    writer = None
+
+    def append(frame: pl.DataFrame) -> None:
+        nonlocal writer
+        table = frame.to_arrow()
+        writer = writer or pq.ParquetWriter(tmp, table.schema)
+        writer.write_table(table)
+
+    try:
+        yield append
+    except BaseException:
+        if writer:
+            writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    if writer:
+        writer.close()
+    else:
+        empty().write_parquet(tmp)
+    tmp.replace(out_file)
+
+
+def parquet_frames(path: str | Path, columns: list[str] | None = None, batch_rows: int = 100_000) -> Iterator[pl.DataFrame]:
+    """A Parquet file's rows in order, a batch at a time; nothing is read until the first batch is asked for."""
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
+        yield pl.from_arrow(batch)
+
+
+def _no_examples() -> pl.DataFrame:
+    return normalize([]).with_columns(pl.lit(None, pl.String).alias("role"), pl.lit(None, pl.String).alias("split"))
 
 
 def validate_to_parquet(files: dict[str, str | Path], holdout_fraction: float, out_file: str | Path,
                         min_examples: int, max_examples: int | None, objective: str = "sft",
                         chunk_bytes: int = CHUNK_BYTES, progress=None) -> ExamplesCheck:
-    """Read, check and write the normalized examples in one pass, one chunk in memory at a time; the
-    file appears whole (written beside it, then renamed)."""
-    out_file = Path(out_file)
-    tmp = out_file.with_name(out_file.name + ".tmp")
-    checker = ExamplesChecker(objective)
-    writer, rows = None, 0
-    try:
+    """Read, check and write the normalized examples in one pass, one chunk in memory at a time."""
+    checker, rows = ExamplesChecker(objective), 0
+    with parquet_written_whole(out_file, _no_examples) as append:
         for chunk in example_chunks(files, holdout_fraction, chunk_bytes):
             checker.add(chunk)
-            table = chunk.to_arrow()
-            writer = writer or pq.ParquetWriter(tmp, table.schema)
-            writer.write_table(table)
+            append(chunk)
             rows += chunk.height
             if progress:
                 progress(rows)
-    finally:
-        if writer:
-            writer.close()
-    if writer is None:  # not one row: an empty table still has the columns its readers select
-        normalize([]).with_columns(pl.lit(None, pl.String).alias("role"),
-                                   pl.lit(None, pl.String).alias("split")).write_parquet(tmp)
-    check = checker.finish(pl.scan_parquet(tmp), min_examples, max_examples)
-    tmp.replace(out_file)
-    return check
+    return checker.finish(parquet_frames(out_file, WARNING_COLUMNS), min_examples, max_examples)
 
 
 def _objective_errors(examples: pl.DataFrame, objective: str) -> list[str]:
@@ -148,6 +178,40 @@ def _objective_errors(examples: pl.DataFrame, objective: str) -> list[str]:
         return [f"objective 'dpo' trains on preference pairs (prompt/chosen/rejected or input/preferred_output/"
                 f"non_preferred_output), but {file} line {line} is a '{shape}' example"]
     return [f"{file} line {line} is a preference pair ('{shape}'): set 'objective: dpo' in manifest.yaml to train on it"]
+
+
+TOKENIZE_SLICE_ROWS = 50_000
+
+
+def train_row_count(examples_file: str | Path) -> int:
+    return pl.scan_parquet(examples_file).filter(pl.col("split") == "train").select(pl.len()).collect().item()
+
+
+def tokenize_to_parquet(tokenizer, examples_file: str | Path, out_file: str | Path, max_len: int, objective: str,
+                        progress=None, slice_rows: int = TOKENIZE_SLICE_ROWS) -> int:
+    """The train split of a ``validate_to_parquet`` file, tokenized into ``out_file`` one slice at a time, so that
+    memory holds one slice, not the upload. ``progress(done, total)`` after each batch. Returns the number of
+    examples written."""
+    from ftpipe.data.tokenize import tokenize_examples
+
+    total, done = train_row_count(examples_file), 0
+
+    def no_examples() -> pl.DataFrame:
+        return tokenize_examples(tokenizer, pl.scan_parquet(examples_file).head(0).collect(), max_len, objective)
+
+    with parquet_written_whole(out_file, no_examples) as append:
+        for frame in parquet_frames(examples_file, batch_rows=slice_rows):
+            train = frame.filter(pl.col("split") == "train")
+            if train.is_empty():
+                continue
+            in_slice = None if progress is None else (lambda n, _, offset=done: progress(offset + n, total))
+            append(tokenize_examples(tokenizer, train, max_len, objective, in_slice))
+            done += train.height
+    return done
+
+
+PREFLIGHT_COLUMNS = ["source_file", "line", "n_tokens", "n_trainable", "learns_eos"]
+"""What the pre-flight reads of the tokenized cache: a few bytes per example, never the token lists."""
 
 
 @dataclass
@@ -171,13 +235,13 @@ def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parame
     from transformers import AutoTokenizer
 
     from ftpipe.data.preflight import run_preflight
-    from ftpipe.data.tokenize import tokenize_examples
 
     with tempfile.TemporaryDirectory() as tmp:
-        examples_file = Path(tmp) / "examples.parquet"
+        examples_file, tokenized_file = Path(tmp) / "examples.parquet", Path(tmp) / "tokenized.parquet"
         check = validate_to_parquet(files, holdout_fraction, examples_file, min_examples, max_examples, objective)
         if not check.outcome.passed:
             return LocalValidation(check, None)
-        train = pl.scan_parquet(examples_file).filter(pl.col("split") == "train").collect()
-    tokenized = tokenize_examples(AutoTokenizer.from_pretrained(tokenizer_path), train, max_len, objective, progress)
-    return LocalValidation(check, run_preflight(tokenized, max_len, epochs, num_parameters, pool_name, pool))
+        tokenize_to_parquet(AutoTokenizer.from_pretrained(tokenizer_path), examples_file, tokenized_file, max_len,
+                            objective, progress)
+        stats = pl.read_parquet(tokenized_file, columns=PREFLIGHT_COLUMNS)
+    return LocalValidation(check, run_preflight(stats, max_len, epochs, num_parameters, pool_name, pool))

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import polars as pl
 
-from ftpipe.data.quality import DataWarning
-from ftpipe.data.schema import RowError
+from ftpipe.data.quality import DataWarning, capped_warning
+from ftpipe.data.schema import MAX_KEPT_ERRORS, RowError
 from ftpipe.tenants import PoolConfig
 from ftpipe.training.cost import estimate_cost
 
@@ -24,17 +24,22 @@ PREFLIGHT_WARNING_KINDS = ("empty_label_mask", "no_eos")
 class Preflight:
     stats: dict
     errors: list[RowError] = field(default_factory=list)
+    """The first ``MAX_KEPT_ERRORS`` examples too long for ``max_seq_len``; ``n_errors`` counts them all."""
     warnings: list[DataWarning] = field(default_factory=list)
     plan: list[dict] = field(default_factory=list)
     """The training plan's hyperparameters and where each came from (``ftpipe.training.plan``)."""
 
     @property
+    def n_errors(self) -> int:
+        return self.stats["too_long"]
+
+    @property
     def passed(self) -> bool:
-        return not self.errors
+        return not self.n_errors
 
 
 def _where(rows: pl.DataFrame) -> list[str]:
-    return [f"{f} line {n}" for f, n in rows.select("source_file", "line").iter_rows()]
+    return [f"{f} line {n}" for f, n in rows.head(MAX_KEPT_ERRORS).select("source_file", "line").iter_rows()]
 
 
 def run_preflight(tokenized: pl.DataFrame, max_len: int, epochs: float, num_parameters: int,
@@ -42,17 +47,17 @@ def run_preflight(tokenized: pl.DataFrame, max_len: int, epochs: float, num_para
     tokens = tokenized["n_tokens"]
     too_long = tokenized.filter(pl.col("n_tokens") > max_len).sort("source_file", "line")
     errors = [RowError(f, n, "messages", f"{t} tokens after the chat template; max_seq_len is {max_len}")
-              for f, n, t in too_long.select("source_file", "line", "n_tokens").iter_rows()]
+              for f, n, t in too_long.head(MAX_KEPT_ERRORS).select("source_file", "line", "n_tokens").iter_rows()]
 
     warnings = []
     empty = tokenized.filter(pl.col("n_trainable") == 0).sort("source_file", "line")
     if not empty.is_empty():
-        warnings.append(DataWarning("empty_label_mask", "examples with no trainable tokens (nothing to learn)",
-                                    empty.height, _where(empty)))
+        warnings.append(capped_warning("empty_label_mask", "examples with no trainable tokens (nothing to learn)",
+                                       empty.height, _where(empty), n_locations=empty.height))
     no_eos = tokenized.filter((pl.col("n_trainable") > 0) & ~pl.col("learns_eos")).sort("source_file", "line")
     if not no_eos.is_empty():
-        warnings.append(DataWarning("no_eos", "assistant turns that never end in the EOS token (the model would "
-                                    "not learn to stop)", no_eos.height, _where(no_eos)))
+        warnings.append(capped_warning("no_eos", "assistant turns that never end in the EOS token (the model would "
+                                       "not learn to stop)", no_eos.height, _where(no_eos), n_locations=no_eos.height))
 
     step_tokens = int(tokens.clip(upper_bound=max_len).sum()) if tokenized.height else 0
     train_tokens = int(step_tokens * epochs)

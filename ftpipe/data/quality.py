@@ -10,6 +10,7 @@ and the file/line locations, so that the report can point at the exact rows.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,17 +43,23 @@ class DataWarning:
         return f"{self.message} ({self.count}): {where}{more}"
 
 
-def _warning(kind: str, message: str, count: int, locations: list[str], samples: list[str] | None = None,
-             n_locations: int | None = None) -> DataWarning:
+def capped_warning(kind: str, message: str, count: int, locations: list[str], samples: list[str] | None = None,
+                   n_locations: int | None = None) -> DataWarning:
     """``n_locations``: how many locations there are, when the caller built only the first of them."""
     kept = locations[:MAX_KEPT_LOCATIONS]
     more = (len(locations) if n_locations is None else n_locations) - len(kept)
     return DataWarning(kind, message, count, kept, (samples or [])[:MAX_LOCATIONS], more)
 
 
+VALID_ROWS = pl.col("messages").is_not_null() & pl.col("problem").is_null()
+"""The rows the warnings look at: those that were read and normalized (the others are errors)."""
+WARNING_COLUMNS = ["messages", "problem"]
+"""What the warnings read back from the examples once the stream has passed (``WarningCollector.finish``)."""
+
+
 def with_text(frame: pl.DataFrame) -> pl.DataFrame:
-    """Add ``text`` (all message contents) and ``prompt_key`` (everything before the last answer)."""
-    valid = frame.filter(pl.col("messages").is_not_null() & pl.col("problem").is_null())
+    """The valid rows, with ``text`` (all message contents) and ``prompt_key`` (everything before the last answer)."""
+    valid = frame.filter(VALID_ROWS)
     decoded = valid.with_columns(pl.col("messages").str.json_decode(MESSAGE_DTYPE).alias("_m"))
     return decoded.with_columns(
         pl.col("_m").list.eval(pl.element().struct.field("content").fill_null("")).list.join("\n").alias("text"),
@@ -69,11 +76,14 @@ FEATURES_SCHEMA = {"source_file": pl.String, "line": pl.Int64, "role": pl.String
                    "prompt": pl.UInt64, "length": pl.UInt32}
 
 
+DUPLICATE_KEY = pl.col("messages").hash(seed=11).alias("key")
+"""Equal for exact copies: the normalized messages, hashed."""
+
+
 def row_features(rows: pl.DataFrame) -> pl.DataFrame:
     """What the cross-row checks need of each valid row: 50-odd bytes instead of the whole example."""
     return rows.select(
-        "source_file", "line", "role",
-        pl.col("messages").hash(seed=11).alias("key"),
+        "source_file", "line", "role", DUPLICATE_KEY,
         pl.col("prompt_key").hash(seed=13).alias("prompt"),
         pl.col("text").str.len_chars().alias("length"),
     )
@@ -87,43 +97,62 @@ def exact_duplicates(features: pl.DataFrame) -> DataWarning | None:
     extra = dups.height - groups.height
     locations = [f"{f} lines {', '.join(map(str, lines))}"
                  for lines, f in groups.head(MAX_KEPT_LOCATIONS).select("line", "source_file").iter_rows()]
-    return _warning("exact_duplicates", "exact duplicate examples (copies beyond the first)", extra, locations,
-                    n_locations=groups.height)
+    return capped_warning("exact_duplicates", "exact duplicate examples (copies beyond the first)", extra,
+                          locations, n_locations=groups.height)
 
 
-def near_duplicates(features: pl.DataFrame, candidates: np.ndarray, examples: pl.LazyFrame) -> DataWarning | None:
+def near_duplicates(features: pl.DataFrame, candidates: np.ndarray,
+                    examples: Iterable[pl.DataFrame]) -> DataWarning | None:
     """``candidates``: (row, earlier row) indices into ``features`` from MinHash; each example is reported once,
     against the earliest example whose exact shingle Jaccard reaches the threshold. Exact copies are the other
-    warning's."""
+    warning's. ``examples``: the frames fed to the collector, in the same order, read again for the candidates'
+    texts (a streamed upload keeps only their hashes)."""
     keys = features["key"].to_numpy()
     candidates = candidates[keys[candidates[:, 0]] != keys[candidates[:, 1]]] if len(candidates) else candidates
     if len(candidates) == 0:
         return None
-    text = _texts_of(features, np.unique(candidates), examples)
-    pairs = [(a, b) for a, b in candidates.tolist() if exact_jaccard(text[a], text[b]) >= THRESHOLD]
-    pairs = [(a, b) for i, (a, b) in enumerate(pairs) if i == 0 or pairs[i - 1][0] != a]  # sorted by (a, b)
+    pairs = _confirmed(candidates, examples)
     if not pairs:
         return None
     shown = pairs[:MAX_KEPT_LOCATIONS]
     where = _locations_of(features, {row for pair in shown for row in pair})
     locations = [f"{where[a]} ~ {where[b]}" for a, b in shown]
-    return _warning("near_duplicates", f"near-duplicates of an earlier example (Jaccard >= {THRESHOLD})",
-                    len(pairs), locations, n_locations=len(pairs))
+    return capped_warning("near_duplicates", f"near-duplicates of an earlier example (Jaccard >= {THRESHOLD})",
+                          len(pairs), locations, n_locations=len(pairs))
+
+
+def _confirmed(candidates: np.ndarray, examples: Iterable[pl.DataFrame]) -> list[tuple[int, int]]:
+    """For each row, its first candidate (candidates are sorted by row, then earlier row) whose exact Jaccard
+    reaches the threshold. One pass over the examples in the order fed: a row's text is held only until the last
+    candidate that needs it, so memory follows the candidates, not the upload."""
+    earlier_of: dict[int, list[int]] = {}
+    last_needed: dict[int, int] = {}
+    for a, b in candidates.tolist():
+        earlier_of.setdefault(a, []).append(b)
+        last_needed[b] = a  # rows ascend: the last assignment is the last use
+    wanted = pl.Series(np.unique(candidates))
+    held: dict[int, str] = {}
+    confirmed, offset = [], 0
+    for frame in examples:
+        valid = frame.filter(VALID_ROWS)
+        rows = valid.with_row_index("_row", offset=offset).filter(pl.col("_row").is_in(wanted))
+        offset += valid.height
+        for row, text in with_text(rows).select("_row", "text").iter_rows():
+            earlier = earlier_of.get(row, ())
+            match = next((b for b in earlier if exact_jaccard(text, held[b]) >= THRESHOLD), None)
+            if match is not None:
+                confirmed.append((row, match))
+            for b in earlier:
+                if last_needed[b] == row:
+                    del held[b]
+            if row in last_needed:
+                held[row] = text
+    return confirmed
 
 
 def _locations_of(features: pl.DataFrame, rows: set[int]) -> dict[int, str]:
     picked = features.with_row_index().filter(pl.col("index").is_in(sorted(rows)))
     return {i: f"{f} line {n}" for i, f, n in picked.select("index", "source_file", "line").iter_rows()}
-
-
-def _texts_of(features: pl.DataFrame, rows: np.ndarray, examples: pl.LazyFrame) -> dict[int, str]:
-    """The texts of a few rows, read back from the examples (a streamed upload keeps only their hashes)."""
-    on = ["role", "source_file", "line"]
-    wanted = features.with_row_index().filter(pl.col("index").is_in(rows.tolist())).select("index", *on)
-    # A filter streams through the file; a join would hash all of it.
-    near = (examples.filter(pl.col("line").is_in(wanted["line"].unique().to_list()))
-            .select(*on, "messages", "problem").collect(engine="streaming"))
-    return dict(with_text(near.join(wanted, on=on, how="inner")).select("index", "text").iter_rows())
 
 
 def length_outliers(features: pl.DataFrame, k: float = 3.0, min_rows: int = 20) -> DataWarning | None:
@@ -137,8 +166,8 @@ def length_outliers(features: pl.DataFrame, k: float = 3.0, min_rows: int = 20) 
     outliers = features.filter((pl.col("length") < low) | (pl.col("length") > high)).sort("source_file", "line")
     if outliers.is_empty():
         return None
-    return _warning("length_outliers", f"length outliers (outside {max(low, 0):.0f}-{high:.0f} characters)",
-                    outliers.height, _where(outliers), n_locations=outliers.height)
+    return capped_warning("length_outliers", f"length outliers (outside {max(low, 0):.0f}-{high:.0f} characters)",
+                          outliers.height, _where(outliers), n_locations=outliers.height)
 
 
 def train_eval_overlap(features: pl.DataFrame) -> DataWarning | None:
@@ -150,8 +179,8 @@ def train_eval_overlap(features: pl.DataFrame) -> DataWarning | None:
     overlap = evals.join(train.unique(), on="prompt", how="semi").sort("source_file", "line")
     if overlap.is_empty():
         return None
-    return _warning("train_eval_overlap", "evaluation examples whose prompt is also in the training data",
-                    overlap.height, _where(overlap), n_locations=overlap.height)
+    return capped_warning("train_eval_overlap", "evaluation examples whose prompt is also in the training data",
+                          overlap.height, _where(overlap), n_locations=overlap.height)
 
 
 class WarningCollector:
@@ -192,11 +221,12 @@ class WarningCollector:
     def pii(self) -> DataWarning | None:
         if not self._pii_total:
             return None
-        return _warning("pii", "possible personal data or secrets (values masked)", self._pii_total,
-                        self._pii_locations, self._pii_samples, len(self._pii_locations) + self._pii_more)
+        return capped_warning("pii", "possible personal data or secrets (values masked)", self._pii_total,
+                              self._pii_locations, self._pii_samples, len(self._pii_locations) + self._pii_more)
 
-    def finish(self, examples: pl.LazyFrame) -> list[DataWarning]:
-        """``examples``: the frame fed to ``add``, as a lazy frame (a scan of the written file when streamed)."""
+    def finish(self, examples: Iterable[pl.DataFrame]) -> list[DataWarning]:
+        """``examples``: the frames fed to ``add``, in the same order (read back from the written file when
+        streamed); read only if MinHash found candidates."""
         features = pl.concat(self._features, rechunk=False) if self._features else pl.DataFrame(schema=FEATURES_SCHEMA)
         near = near_duplicates(features, self._near.candidates(), examples)
         found = [exact_duplicates(features), near, self.pii(), length_outliers(features), train_eval_overlap(features)]
@@ -206,7 +236,7 @@ class WarningCollector:
 def data_warnings(frame: pl.DataFrame) -> list[DataWarning]:
     collector = WarningCollector()
     collector.add(frame)
-    return collector.finish(frame.lazy())
+    return collector.finish([frame])
 
 
 WARNING_KINDS = ("exact_duplicates", "near_duplicates", "pii", "length_outliers", "train_eval_overlap")

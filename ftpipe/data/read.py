@@ -101,28 +101,67 @@ def _read_jsonl(path: Path, name: str) -> Iterator[RawRecord]:
         yield from records_from_chunk(chunk, first_line, name, path)
 
 
+TABLE_BATCH_ROWS = 50_000
+
+
 def _read_table(path: Path, name: str, csv: bool) -> Iterator[RawRecord]:
+    if csv and (bad := _first_non_utf8(path)):
+        # polars would stop at it with no line number; the tenant needs the line and the encoding.
+        line, column = bad
+        yield RawRecord(name, line, None, f"not UTF-8 at column {column}: the file looks like "
+                        f"{guess_encoding(path)}; re-save it as UTF-8")
+        return
+    for frame, lines in (_csv_frames(path) if csv else _parquet_frames(path)):
+        for line, row in zip(lines, frame.iter_rows(named=True)):
+            data = {k: v for k, v in row.items() if v is not None}
+            if "messages" in data and isinstance(data["messages"], str):
+                try:
+                    data["messages"] = json.loads(data["messages"])
+                except json.JSONDecodeError as exc:
+                    yield RawRecord(name, line, None, f"field 'messages': invalid JSON: {exc.msg}")
+                    continue
+            yield RawRecord(name, line, data)
+
+
+def _csv_frames(path: Path):
+    """``TABLE_BATCH_ROWS`` records at a time (polars' own CSV parser, streaming), each with the physical line it
+    starts on: a quoted field may hold newlines, so the count carries from batch to batch."""
     import polars as pl
 
-    frame = pl.read_csv(path, infer_schema=False) if csv else pl.read_parquet(path)
-    lines = _csv_start_lines(frame) if csv else list(range(1, frame.height + 1))
-    for line, row in zip(lines, frame.iter_rows(named=True)):
-        data = {k: v for k, v in row.items() if v is not None}
-        if "messages" in data and isinstance(data["messages"], str):
-            try:
-                data["messages"] = json.loads(data["messages"])
-            except json.JSONDecodeError as exc:
-                yield RawRecord(name, line, None, f"field 'messages': invalid JSON: {exc.msg}")
-                continue
-        yield RawRecord(name, line, data)
+    first = 2  # line 1 is the header
+    for frame in pl.scan_csv(path, infer_schema=False).collect_batches(chunk_size=TABLE_BATCH_ROWS):
+        lines, first = _csv_start_lines(frame, first)
+        yield frame, lines
 
 
-def _csv_start_lines(frame) -> list[int]:
-    """The physical line each CSV record starts on: quoted fields may hold newlines (line 1 is the header)."""
+def _parquet_frames(path: Path):
+    """``TABLE_BATCH_ROWS`` rows at a time, each with its 1-based row numbers."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    first = 1
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=TABLE_BATCH_ROWS):
+        yield pl.from_arrow(batch), range(first, first + batch.num_rows)
+        first += batch.num_rows
+
+
+def _first_non_utf8(path: Path) -> tuple[int, int] | None:
+    """The 1-based line and column of a file's first byte that is not UTF-8, read chunk by chunk."""
+    for first_line, chunk in iter_line_chunks(path):
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            before = chunk[:exc.start]
+            return first_line + before.count(b"\n"), exc.start - (before.rfind(b"\n") + 1) + 1
+    return None
+
+
+def _csv_start_lines(frame, first: int) -> tuple[list[int], int]:
+    """The physical line each record starts on, the first starting on ``first``, and the line after the last."""
     import polars as pl
 
     if frame.width == 0 or frame.height == 0:
-        return []
+        return [], first
     newlines = pl.sum_horizontal(pl.col(c).fill_null("").str.count_matches("\n") for c in frame.columns)
     spans = frame.select((newlines + 1).alias("span"))["span"]
-    return (spans.cum_sum() - spans + 2).to_list()
+    return (spans.cum_sum() - spans + first).to_list(), first + int(spans.sum())

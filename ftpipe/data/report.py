@@ -18,7 +18,7 @@ def report_json(check: ExamplesCheck, preflight: Preflight | None = None) -> str
         "passed": check.outcome.passed and (preflight is None or preflight.passed),
         "stage": "preflight" if preflight else "structure",
         "n_records": check.outcome.n_examples,
-        "n_row_errors": check.outcome.n_row_errors + (len(preflight.errors) if preflight else 0),
+        "n_row_errors": check.outcome.n_row_errors + (preflight.n_errors if preflight else 0),
         "dataset_errors": check.outcome.dataset_errors,
         "errors": [asdict(e) for e in errors],
         "warnings": [asdict(w) for w in warnings],
@@ -35,7 +35,7 @@ def _table(rows: dict) -> list[str]:
 def report_markdown(check: ExamplesCheck, title: str, preflight: Preflight | None = None) -> str:
     errors = check.outcome.errors + (preflight.errors if preflight else [])
     warnings = check.warnings + (preflight.warnings if preflight else [])
-    n_errors = check.outcome.n_errors + (len(preflight.errors) if preflight else 0)
+    n_errors = check.outcome.n_errors + (preflight.n_errors if preflight else 0)
     verdict = "passed" if not n_errors else f"**failed** with {n_errors} error(s)"
     stage = "structure and pre-flight" if preflight else "structure (the pre-flight runs once this passes)"
     lines = [f"# Validation of {title}", "", f"Validation {verdict}; {check.outcome.n_examples} records read; "

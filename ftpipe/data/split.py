@@ -9,14 +9,14 @@ import polars as pl
 _BUCKETS = 10_000
 
 
-def holdout_bucket(messages_json: str) -> int:
-    return int.from_bytes(hashlib.sha256(messages_json.encode("utf-8")).digest()[:8], "big") % _BUCKETS
-
-
 def assign_split(frame: pl.DataFrame, holdout_fraction: float) -> pl.DataFrame:
-    """Add a ``split`` column; identical examples always land on the same side, so no duplicate leaks."""
+    """Add a ``split`` column; identical examples always land on the same side, so no duplicate leaks.
+
+    SHA-256 rather than polars' hash, which may change between polars versions: a split must never move.
+    """
     threshold = int(holdout_fraction * _BUCKETS)
-    buckets = [holdout_bucket(m) if m is not None else _BUCKETS for m in frame["messages"]]
-    return frame.with_columns(
-        pl.Series("split", ["holdout" if b < threshold else "train" for b in buckets], dtype=pl.String)
-    )
+    sha256, from_bytes = hashlib.sha256, int.from_bytes  # local names: this loop runs once per example
+    held_out = [m is not None and from_bytes(sha256(m.encode()).digest()[:8], "big") % _BUCKETS < threshold
+                for m in frame["messages"].to_list()]
+    return frame.with_columns(pl.when(pl.Series(held_out, dtype=pl.Boolean)).then(pl.lit("holdout"))
+                              .otherwise(pl.lit("train")).alias("split"))

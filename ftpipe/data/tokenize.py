@@ -85,7 +85,7 @@ def render_conversations(tokenizer, conversations: list[list[dict]]) -> tuple[li
 
 def _assistant_mask(encoding, spans: list[tuple[int, int]]) -> list[int]:
     """Tokens whose characters lie in a generation span: ``apply_chat_template``'s own rule, on one encoding."""
-    mask = [0] * len(encoding.ids)
+    mask = [0] * len(encoding)
     for start_char, end_char in spans:
         start, end = encoding.char_to_token(start_char), encoding.char_to_token(end_char - 1)
         if start is None:
@@ -125,22 +125,26 @@ def _list_column(lists: list[list[int]], dtype) -> pl.Series:
     return pl.from_arrow(pa.array(lists, type=pa.list_(pa.int32()))).cast(dtype)
 
 
+def _truncated(lists: list[list[int]], max_len: int) -> list[list[int]]:
+    return [x if len(x) <= max_len else x[:max_len] for x in lists]
+
+
 def tokenize_frame(tokenizer, frame: pl.DataFrame, max_len: int, progress=None) -> pl.DataFrame:
     """Tokenize every example; ``progress(done, total)`` is called after each batch."""
-    all_ids, all_masks, lengths = [], [], []
-    total = frame.height
+    parts, done = [], 0
     for ids_batch, mask_batch in _batches(tokenizer, frame):
-        lengths += [len(ids) for ids in ids_batch]
-        all_ids += [ids if len(ids) <= max_len else ids[:max_len] for ids in ids_batch]
-        all_masks += [mask if len(mask) <= max_len else mask[:max_len] for mask in mask_batch]
+        # Converted batch by batch, while the next batch encodes, rather than all at the end.
+        parts.append(pl.DataFrame({
+            "input_ids": _list_column(_truncated(ids_batch, max_len), pl.List(pl.Int32)),
+            "assistant_masks": _list_column(_truncated(mask_batch, max_len), pl.List(pl.Int8)),
+            "n_tokens": pl.Series([len(ids) for ids in ids_batch], dtype=pl.Int32),
+        }))
+        done += len(ids_batch)
         if progress:
-            progress(len(lengths), total)
-    table = pl.DataFrame({
-        "source_file": frame["source_file"], "line": frame["line"],
-        "input_ids": _list_column(all_ids, pl.List(pl.Int32)),
-        "assistant_masks": _list_column(all_masks, pl.List(pl.Int8)),
-        "n_tokens": pl.Series(lengths, dtype=pl.Int32),
-    })
+            progress(done, frame.height)
+    tokens = pl.concat(parts) if parts else pl.DataFrame(schema={k: TOKENIZED_SCHEMA[k] for k in
+                                                                 ("input_ids", "assistant_masks", "n_tokens")})
+    table = frame.select("source_file", "line").hstack(tokens)
     eos = tokenizer.eos_token_id
     # An EOS token counts only where the mask says it is learned: a 2 in eos_and_mask is exactly that.
     eos_and_mask = pl.col("input_ids").list.eval((pl.element() == eos).cast(pl.Int8)) + pl.col("assistant_masks")
