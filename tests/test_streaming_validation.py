@@ -4,6 +4,7 @@ import json
 from collections import Counter
 
 import polars as pl
+import pytest
 
 from ftpipe import synthetic
 from ftpipe.data import quality, schema
@@ -80,10 +81,15 @@ def test_every_bad_row_is_counted_though_only_the_first_are_kept(tmp_path, monke
     assert str(dups).endswith(f"and {len(groups) - 3} more")
 
 
-def test_an_empty_upload_still_writes_a_table_with_the_columns(tmp_path):
-    (tmp_path / "train.jsonl").write_text("")
+@pytest.mark.parametrize("name, content", [("train.jsonl", ""), ("train.csv", ""), ("train.csv", "prompt,completion\n"),
+                                           ("train.parquet", None)])
+def test_an_empty_upload_still_writes_a_table_with_the_columns(tmp_path, name, content):
+    if content is None:
+        pl.DataFrame(schema={"prompt": pl.String, "completion": pl.String}).write_parquet(tmp_path / name)
+    else:
+        (tmp_path / name).write_text(content)
     out = tmp_path / "e.parquet"
-    check = validate_to_parquet({"train": tmp_path / "train.jsonl"}, 0.1, out, 1, None)
+    check = validate_to_parquet({"train": tmp_path / name}, 0.1, out, 1, None)
     assert check.outcome.dataset_errors == ["too few valid examples: 0 (at least 1 required)"]
     assert {"messages", "split", "role", "line"} <= set(pl.read_parquet(out).columns)
 

@@ -129,9 +129,12 @@ def _csv_frames(path: Path):
     import polars as pl
 
     first = 2  # line 1 is the header
-    for frame in pl.scan_csv(path, infer_schema=False).collect_batches(chunk_size=TABLE_BATCH_ROWS):
-        lines, first = _csv_start_lines(frame, first)
-        yield frame, lines
+    try:
+        for frame in pl.scan_csv(path, infer_schema=False).collect_batches(chunk_size=TABLE_BATCH_ROWS):
+            lines, first = _csv_start_lines(frame, first)
+            yield frame, lines
+    except pl.exceptions.NoDataError:
+        return  # an empty file holds no records, like an empty JSONL file: "too few valid examples" says so
 
 
 def _parquet_frames(path: Path):
