@@ -23,7 +23,14 @@ from ftpipe.data.normalize import normalize
 from ftpipe.data.preference import PREFERENCE_SHAPES
 from ftpipe.data.preflight import Preflight
 from ftpipe.data.quality import WARNING_COLUMNS, DataWarning, WarningCollector
-from ftpipe.data.read import CHUNK_BYTES, TABLE_BATCH_ROWS, iter_line_chunks, read_records, records_from_chunk
+from ftpipe.data.read import (
+    CHUNK_BYTES,
+    TABLE_BATCH_ROWS,
+    iter_line_chunks,
+    parquet_frames,
+    read_records,
+    records_from_chunk,
+)
 from ftpipe.data.schema import RowValidator, ValidationOutcome
 from ftpipe.data.split import assign_split
 
@@ -140,12 +147,6 @@ def parquet_written_whole(out_file: str | Path, empty: Callable[[], pl.DataFrame
     else:
         empty().write_parquet(tmp)
     tmp.replace(out_file)
-
-
-def parquet_frames(path: str | Path, columns: list[str] | None = None, batch_rows: int = 100_000) -> Iterator[pl.DataFrame]:
-    """A Parquet file's rows in order, a batch at a time; nothing is read until the first batch is asked for."""
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
-        yield pl.from_arrow(batch)
 
 
 def _no_examples() -> pl.DataFrame:

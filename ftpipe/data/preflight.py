@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import polars as pl
 
-from ftpipe.data.quality import DataWarning, capped_warning
+from ftpipe.data.quality import DataWarning, rows_warning
 from ftpipe.data.schema import MAX_KEPT_ERRORS, RowError
 from ftpipe.tenants import PoolConfig
 from ftpipe.training.cost import estimate_cost
@@ -38,10 +38,6 @@ class Preflight:
         return not self.n_errors
 
 
-def _where(rows: pl.DataFrame) -> list[str]:
-    return [f"{f} line {n}" for f, n in rows.head(MAX_KEPT_ERRORS).select("source_file", "line").iter_rows()]
-
-
 def run_preflight(tokenized: pl.DataFrame, max_len: int, epochs: float, num_parameters: int,
                   pool_name: str, pool: PoolConfig) -> Preflight:
     tokens = tokenized["n_tokens"]
@@ -52,12 +48,11 @@ def run_preflight(tokenized: pl.DataFrame, max_len: int, epochs: float, num_para
     warnings = []
     empty = tokenized.filter(pl.col("n_trainable") == 0).sort("source_file", "line")
     if not empty.is_empty():
-        warnings.append(capped_warning("empty_label_mask", "examples with no trainable tokens (nothing to learn)",
-                                       empty.height, _where(empty), n_locations=empty.height))
+        warnings.append(rows_warning("empty_label_mask", "examples with no trainable tokens (nothing to learn)", empty))
     no_eos = tokenized.filter((pl.col("n_trainable") > 0) & ~pl.col("learns_eos")).sort("source_file", "line")
     if not no_eos.is_empty():
-        warnings.append(capped_warning("no_eos", "assistant turns that never end in the EOS token (the model would "
-                                       "not learn to stop)", no_eos.height, _where(no_eos), n_locations=no_eos.height))
+        warnings.append(rows_warning("no_eos", "assistant turns that never end in the EOS token (the model would "
+                                     "not learn to stop)", no_eos))
 
     step_tokens = int(tokens.clip(upper_bound=max_len).sum()) if tokenized.height else 0
     train_tokens = int(step_tokens * epochs)

@@ -68,8 +68,10 @@ def with_text(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("_m")
 
 
-def _where(rows: pl.DataFrame) -> list[str]:
-    return [f"{f} line {n}" for f, n in rows.head(MAX_KEPT_LOCATIONS).select("source_file", "line").iter_rows()]
+def rows_warning(kind: str, message: str, rows: pl.DataFrame) -> DataWarning:
+    """A warning with one location per row of ``rows`` (sorted by file and line): all counted, the first kept."""
+    where = [f"{f} line {n}" for f, n in rows.head(MAX_KEPT_LOCATIONS).select("source_file", "line").iter_rows()]
+    return capped_warning(kind, message, rows.height, where, n_locations=rows.height)
 
 
 FEATURES_SCHEMA = {"source_file": pl.String, "line": pl.Int64, "role": pl.String, "key": pl.UInt64,
@@ -166,8 +168,8 @@ def length_outliers(features: pl.DataFrame, k: float = 3.0, min_rows: int = 20) 
     outliers = features.filter((pl.col("length") < low) | (pl.col("length") > high)).sort("source_file", "line")
     if outliers.is_empty():
         return None
-    return capped_warning("length_outliers", f"length outliers (outside {max(low, 0):.0f}-{high:.0f} characters)",
-                          outliers.height, _where(outliers), n_locations=outliers.height)
+    return rows_warning("length_outliers", f"length outliers (outside {max(low, 0):.0f}-{high:.0f} characters)",
+                        outliers)
 
 
 def train_eval_overlap(features: pl.DataFrame) -> DataWarning | None:
@@ -179,8 +181,8 @@ def train_eval_overlap(features: pl.DataFrame) -> DataWarning | None:
     overlap = evals.join(train.unique(), on="prompt", how="semi").sort("source_file", "line")
     if overlap.is_empty():
         return None
-    return capped_warning("train_eval_overlap", "evaluation examples whose prompt is also in the training data",
-                          overlap.height, _where(overlap), n_locations=overlap.height)
+    return rows_warning("train_eval_overlap", "evaluation examples whose prompt is also in the training data",
+                        overlap)
 
 
 class WarningCollector:

@@ -6,7 +6,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
 
 SUPPORTED_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -137,15 +140,22 @@ def _csv_frames(path: Path):
         return  # an empty file holds no records, like an empty JSONL file: "too few valid examples" says so
 
 
-def _parquet_frames(path: Path):
-    """``TABLE_BATCH_ROWS`` rows at a time, each with its 1-based row numbers."""
+def parquet_frames(path: str | Path, columns: list[str] | None = None,
+                   batch_rows: int = 100_000) -> Iterator[pl.DataFrame]:
+    """A Parquet file's rows in order, a batch at a time; nothing is read until the first batch is asked for."""
     import polars as pl
     import pyarrow.parquet as pq
 
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
+        yield pl.from_arrow(batch)
+
+
+def _parquet_frames(path: Path):
+    """``TABLE_BATCH_ROWS`` rows at a time, each with its 1-based row numbers."""
     first = 1
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=TABLE_BATCH_ROWS):
-        yield pl.from_arrow(batch), range(first, first + batch.num_rows)
-        first += batch.num_rows
+    for frame in parquet_frames(path, batch_rows=TABLE_BATCH_ROWS):
+        yield frame, range(first, first + frame.height)
+        first += frame.height
 
 
 def _first_non_utf8(path: Path) -> tuple[int, int] | None:

@@ -11,14 +11,20 @@ from ftpipe.data.preflight import Preflight
 MAX_LISTED = 50
 
 
+def _row_errors(check: ExamplesCheck, preflight: Preflight | None) -> tuple[list, int]:
+    """The row errors kept for the report, and how many there are in all (structure and pre-flight)."""
+    kept = check.outcome.errors + (preflight.errors if preflight else [])
+    return kept, check.outcome.n_row_errors + (preflight.n_errors if preflight else 0)
+
+
 def report_json(check: ExamplesCheck, preflight: Preflight | None = None) -> str:
-    errors = check.outcome.errors + (preflight.errors if preflight else [])
+    errors, n_row_errors = _row_errors(check, preflight)
     warnings = check.warnings + (preflight.warnings if preflight else [])
     return json.dumps({
         "passed": check.outcome.passed and (preflight is None or preflight.passed),
         "stage": "preflight" if preflight else "structure",
         "n_records": check.outcome.n_examples,
-        "n_row_errors": check.outcome.n_row_errors + (preflight.n_errors if preflight else 0),
+        "n_row_errors": n_row_errors,
         "dataset_errors": check.outcome.dataset_errors,
         "errors": [asdict(e) for e in errors],
         "warnings": [asdict(w) for w in warnings],
@@ -33,9 +39,9 @@ def _table(rows: dict) -> list[str]:
 
 
 def report_markdown(check: ExamplesCheck, title: str, preflight: Preflight | None = None) -> str:
-    errors = check.outcome.errors + (preflight.errors if preflight else [])
+    errors, n_row_errors = _row_errors(check, preflight)
     warnings = check.warnings + (preflight.warnings if preflight else [])
-    n_errors = check.outcome.n_errors + (preflight.n_errors if preflight else 0)
+    n_errors = n_row_errors + len(check.outcome.dataset_errors)
     verdict = "passed" if not n_errors else f"**failed** with {n_errors} error(s)"
     stage = "structure and pre-flight" if preflight else "structure (the pre-flight runs once this passes)"
     lines = [f"# Validation of {title}", "", f"Validation {verdict}; {check.outcome.n_examples} records read; "
@@ -51,9 +57,8 @@ def report_markdown(check: ExamplesCheck, title: str, preflight: Preflight | Non
     if errors:
         lines += ["## Row errors", "", "| file | line | field | problem |", "|---|---:|---|---|"]
         lines += [f"| {e.source_file} | {e.line} | {e.field} | {e.message} |" for e in errors[:MAX_LISTED]]
-        if n_errors - len(check.outcome.dataset_errors) > MAX_LISTED:
-            lines.append(f"\n... and {n_errors - len(check.outcome.dataset_errors) - MAX_LISTED} more"
-                         f" (validation.json lists the first {len(errors)})")
+        if n_row_errors > MAX_LISTED:
+            lines.append(f"\n... and {n_row_errors - MAX_LISTED} more (validation.json lists the first {len(errors)})")
         lines.append("")
     if warnings:
         lines += ["## Warnings", ""] + [f"- **{w.kind}**: {w}" for w in warnings]
