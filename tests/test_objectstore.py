@@ -43,3 +43,52 @@ def test_keys_cannot_leave_the_tenant_prefix(store):
         job_file_key("acme", "j", "../../other/x")
     with pytest.raises(ValueError):
         store.write_bytes("tenants/acme/../../x", b"")
+
+
+def test_stat_and_missing_objects_behave_alike(store, tmp_path):
+    key = job_file_key("acme", "j1", "train.jsonl")
+    assert store.stat(key) is None and not store.exists(key)
+    store.write_bytes(key, b"0123456789")
+    info = store.stat(key)
+    assert (info.key, info.size, info.kind) == (key, 10, "file")
+    assert info.version == {i.key: i for i in store.list("tenants/")}[key].version
+    assert [i.kind for i in store.list("tenants/")] == ["file"]
+    assert store.read_bytes(key) == b"0123456789"
+    missing = job_file_key("acme", "j1", "missing.jsonl")
+    with pytest.raises(FileNotFoundError):
+        store.read_bytes(missing)
+    with pytest.raises(FileNotFoundError):
+        store.download(missing, tmp_path / "d", max_bytes=100)
+
+
+def test_max_bytes(store, tmp_path):
+    from ftpipe.objectstore import ObjectTooLarge
+
+    key = job_file_key("acme", "j1", "train.jsonl")
+    store.write_bytes(key, b"0123456789")
+    assert store.read_bytes(key, max_bytes=10) == b"0123456789"
+    with pytest.raises(ObjectTooLarge, match=f"^{key} is 10 bytes, over the limit of 9 bytes$") as exc:
+        store.read_bytes(key, max_bytes=9)
+    assert (exc.value.size, exc.value.limit) == (10, 9) and isinstance(exc.value, ValueError)
+    with pytest.raises(ObjectTooLarge):
+        store.download(key, tmp_path / "d", max_bytes=9)
+    assert not (tmp_path / "d").exists()
+    store.download(key, tmp_path / "d", max_bytes=10)
+    assert (tmp_path / "d").read_bytes() == b"0123456789"
+
+
+def test_list_takes_any_start_of_a_key_as_on_s3(store):
+    for job in ("j1", "j2", "k1"):
+        store.write_bytes(job_file_key("acme", job, "train.jsonl"), b"x")
+    assert [i.key for i in store.list("tenants/acme/jobs/j")] == [
+        "tenants/acme/jobs/j1/train.jsonl", "tenants/acme/jobs/j2/train.jsonl"]
+    assert [i.key for i in store.list("tenants/acme/jobs/k1/train.jsonl")] == ["tenants/acme/jobs/k1/train.jsonl"]
+    assert store.list("tenants/nobody/") == []
+
+
+@pytest.mark.parametrize("key", ["tenants/a\0b", "tenants\\acme", "tenants/" + "x" * 256])
+def test_keys_with_nul_backslash_or_long_parts_are_refused(store, key):
+    with pytest.raises(ValueError, match="invalid object key"):
+        store.write_bytes(key, b"")
+    with pytest.raises(ValueError, match="invalid object key"):
+        store.read_bytes(key)
