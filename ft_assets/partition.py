@@ -20,5 +20,6 @@ def tenant_job(context: AssetExecutionContext) -> tuple[str, str]:
 def publish(store: ObjectStore, tenant: str, job: str, name: str, text: str) -> str:
     """Write a report into the tenant's results area (platform-owned, so it may be replaced)."""
     key = results_key(tenant, job, name)
-    store.write_bytes(key, text.encode("utf-8"), overwrite=True)
+    # backslashreplace: a report quotes the tenant's input, which may hold what UTF-8 cannot encode.
+    store.write_bytes(key, text.encode("utf-8", "backslashreplace"), overwrite=True)
     return key

@@ -18,6 +18,7 @@ from partitions.keys import validate_name
 
 TENANTS_PREFIX = "tenants/"
 _MANIFEST_KEY = re.compile(r"tenants/([^/]+)/jobs/([^/]+)/" + re.escape(MANIFEST_NAME))
+_JOB_KEY = re.compile(r"tenants/([^/]+)/jobs/([^/]+)")
 
 
 def job_prefix(tenant: str, job: str) -> str:
@@ -47,4 +48,11 @@ def statement_key(tenant: str, month: str) -> str:
 def match_manifest_key(key: str) -> tuple[str, str] | None:
     """(tenant, job) as written in the key, *unvalidated*, if the key is a job manifest."""
     m = _MANIFEST_KEY.fullmatch(key)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def match_job_key(key: str) -> tuple[str, str] | None:
+    """(tenant, job), *unvalidated*, if the key is a job folder itself: listed only when it is not a real
+    folder (a link to another folder, say), which is a submission the platform must refuse."""
+    m = _JOB_KEY.fullmatch(key)
     return (m.group(1), m.group(2)) if m else None

@@ -10,12 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ftpipe.catalog.serving import ServingProfile
 from ftpipe.evaluation.gates import GateError, parse_gates
+from ftpipe.manifest import BASE_MODEL_ID
 
 
 class TierConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     priority: int = Field(description="Dagster run priority: higher dequeues first.")
     max_examples: int = 1_000_000
+    max_upload_gb: float = Field(default=20, gt=0, description="Largest dataset file a job may name")
+    max_gpu_hours_per_job: float | None = Field(
+        default=None, gt=0, description="A job whose pre-flight estimate is above this is refused before it "
+                                        "trains; the trainer is also stopped at a multiple of its estimate")
     max_concurrent_runs: int = 1
     gpu_hours_per_month: float | None = Field(default=None, ge=0, description="Monthly GPU-hour quota; none: unlimited")
     quota: Literal["soft", "hard"] = Field(
@@ -100,9 +105,15 @@ class PlatformConfig(BaseModel):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    base_models: dict[str, str] = Field(
+        default_factory=dict, description="The base models a manifest may name: id -> a local directory or a hub "
+                                          "id (the built-in ftpipe/tiny-llama is always registered)")
 
     @model_validator(mode="after")
     def _tiers_exist(self) -> "PlatformConfig":
+        for model_id in self.base_models:
+            if not BASE_MODEL_ID.fullmatch(model_id):
+                raise ValueError(f"base_models: {model_id!r} is not a model id such as 'org/name'")
         if self.default_pool not in self.pools:
             raise ValueError(f"default_pool '{self.default_pool}' is not among the pools {sorted(self.pools)}")
         for name, tenant in self.tenants.items():

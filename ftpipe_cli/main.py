@@ -24,7 +24,7 @@ def cmd_submit(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from ftpipe.data.pipeline import validate_files
+    from ftpipe.data.pipeline import MIN_HOLDOUT_EXAMPLES, validate_files
     from ftpipe.data.report import report_json, report_markdown
     from ftpipe.training.spec import TrainJobSpec
 
@@ -33,7 +33,10 @@ def cmd_validate(args) -> int:
     pool_name = args.pool or config.default_pool
     if pool_name not in config.pools:
         raise ValueError(f"unknown pool '{pool_name}' (pools: {', '.join(sorted(config.pools))})")
-    base = res["base_models"].registry().resolve(args.base_model)
+    registry = res["base_models"].registry()
+    # On one's own machine a model directory is fine to check against; the platform takes registered ids only.
+    base = (registry.resolve_source(args.base_model, args.base_model) if Path(args.base_model).is_dir()
+            else registry.resolve(args.base_model))
     files = {"train": args.file} | ({"eval": args.eval_data} if args.eval_data else {})
     from tqdm import tqdm
 
@@ -46,7 +49,7 @@ def cmd_validate(args) -> int:
                                 max_len=args.max_seq_len or TrainJobSpec.max_seq_len,
                                 epochs=args.epochs or TrainJobSpec.epochs, pool_name=pool_name,
                                 pool=config.pools[pool_name], min_examples=args.min_examples,
-                                objective=args.objective, progress=progress)
+                                objective=args.objective, progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES)
     if args.json:
         print(report_json(result.check, result.preflight))
     else:

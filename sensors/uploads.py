@@ -13,10 +13,17 @@ Quotas are checked here too, against the month's billable GPU-hours in the usage
 tier has a hard quota that is used up is refused (the reason lands in its results area); a job over a
 soft quota queues, tagged ``ftpipe/over-quota``, and its hours are billed as overage. The pre-flight checks
 the hard quota again with the job's own estimate, still before any GPU time.
+
+Every manifest is a stranger's input. Each one is admitted on its own (``ftpipe.admission``): whatever it
+holds, and whatever goes wrong with it, costs that job a ``rejected.md`` and costs the other tenants nothing.
+Its version is recorded in the cursor before it is looked at, so no manifest is tried twice, and a tick
+that has spent its time budget leaves the rest for the next tick instead of timing out.
 """
 
 import json
+import time
 from datetime import datetime, timezone
+from itertools import zip_longest
 
 from dagster import (
     DefaultSensorStatus,
@@ -27,16 +34,12 @@ from dagster import (
 )
 
 from ft_assets.jobs import finetune_job
-from ftpipe.basemodel.registry import BaseModelNotFound
-from ftpipe.landing import TENANTS_PREFIX, match_manifest_key, results_key
-from ftpipe.manifest import ManifestError, parse_manifest
+from ftpipe.admission import admit
+from ftpipe.landing import TENANTS_PREFIX, match_job_key, match_manifest_key, results_key
+from ftpipe.manifest import MAX_MANIFEST_BYTES
 from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
-from ftpipe.objectstore import ObjectExists
-from ftpipe.routing import route
-from ftpipe.tenants import PlatformConfig
-from ftpipe.training.memory import ModelShape
-from ftpipe.training.spec import TrainJobSpec
+from ftpipe.objectstore import FILE, ObjectInfo, ObjectTooLarge, UnsafeObject
 from partitions.keys import InvalidName, partition_key
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
@@ -47,12 +50,16 @@ from resources import (
 )
 from sensors.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, POOL_TAG, run_tags
 
+TICK_BUDGET_SECONDS = 30.0
+"""Half of Dagster's sensor timeout (60 s): manifests not reached by then wait for the next tick."""
+
 
 @sensor(job=finetune_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
 def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource, platform: PlatformResource,
                   base_models: BaseModelsResource, catalog: CatalogResource) -> SensorResult:
     store = landing.store()
     config = platform.config()
+    registry = base_models.registry()
     known = set(context.instance.get_dynamic_partitions(tenant_jobs_partitions.name))
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     new_keys: list[str] = []
@@ -60,39 +67,53 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     listed: set[str] = set()
     month = month_of(datetime.now(timezone.utc))
     used_hours: dict[str, float] | None = None  # read from the ledger once per tick, only when needed
+    pending: list[tuple[str, str, str, ObjectInfo]] = []
     for obj in store.list(TENANTS_PREFIX):
-        match = match_manifest_key(obj.key)
+        # A job folder that is a link is listed as one entry: refused like a linked manifest, never entered.
+        match = match_manifest_key(obj.key) or (match_job_key(obj.key) if obj.kind != FILE else None)
         if match is None:
             continue
         tenant, job = match
         try:
             key = partition_key(tenant, job)
-        except InvalidName as exc:
-            context.log.warning(f"ignoring {obj.key}: {exc}")
+        except InvalidName:
+            key = obj.key  # still remembered, so that its warning is logged once, not every tick
+        listed.add(key)
+        if seen.get(key) != obj.version:
+            pending.append((tenant, job, key, obj))
+    deadline = time.monotonic() + TICK_BUDGET_SECONDS
+    for decided, (tenant, job, key, obj) in enumerate(_one_per_tenant_in_turn(pending)):
+        if decided and time.monotonic() > deadline:
+            break  # not recorded: the next tick takes the rest (at least one per tick: it always progresses)
+        seen[key] = obj.version  # recorded first: whatever happens below, this version is not tried again
+        if key == obj.key:
+            context.log.warning(f"ignoring {obj.key!r}: tenant and job names are 1-63 characters of a-z, 0-9, '-'")
             continue
         if tenant not in config.tenants:
-            _reject_once(store, tenant, job, f"tenant '{tenant}' is not configured on this platform")
-            context.log.warning(f"ignoring {obj.key}: tenant '{tenant}' is not configured")
+            _reject(context, store, tenant, job, f"tenant '{tenant}' is not configured on this platform")
             continue
-        listed.add(key)
-        if seen.get(key) == obj.version:
-            continue
-        seen[key] = obj.version
-        if used_hours is None:
+        if used_hours is None:  # the platform's own state: if it cannot be read, the tick fails and is retried
             used_hours = catalog.ledger().charged_hours(month)
         quota = decide_for_tenant(config, tenant, used_hours.get(tenant, 0.0), month)
-        pool, refusal = _admit(store.read_bytes(obj.key), obj.key, config, base_models)
-        refusal = refusal or (None if quota.allowed else quota.message)
+        try:
+            # Read only if it is a regular file of a manifest's size: never through a link, never gigabytes.
+            admission = admit(store.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES), obj.key, config, registry)
+            refusal = admission.refusal or (None if quota.allowed else quota.message)
+        except (UnsafeObject, ObjectTooLarge) as exc:
+            refusal = str(exc)
+        except Exception:  # noqa: BLE001 - one manifest must never stop the others' intake
+            context.log.exception(f"admitting {obj.key} failed; the job is refused and the others go on")
+            refusal = ("the platform could not admit this job because of an internal error; the operators have "
+                       "been told. Submitting the manifest again retries it.")
         if refusal:
-            _reject(store, tenant, job, refusal)
-            context.log.warning(f"refused {key}: {refusal}")
+            _reject(context, store, tenant, job, refusal)
             continue
         if key not in known and key not in new_keys:
             new_keys.append(key)
         requests.append(RunRequest(
             run_key=f"{key}@{obj.version}",
             partition_key=key,
-            tags={**run_tags(config, tenant, job), POOL_TAG: pool, MANIFEST_VERSION_TAG: obj.version,
+            tags={**run_tags(config, tenant, job), POOL_TAG: admission.pool, MANIFEST_VERSION_TAG: obj.version,
                   **({OVER_QUOTA_TAG: "soft"} if quota.over_soft_quota else {})},
         ))
     # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and
@@ -105,31 +126,23 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     )
 
 
-def _admit(manifest_bytes: bytes, source: str, config: PlatformConfig,
-           base_models: BaseModelsResource) -> tuple[str, str | None]:
-    """(pool, None) for a job to queue, or (None, why) for a job no pool can run."""
+def _one_per_tenant_in_turn(pending: list[tuple]) -> list[tuple]:
+    """Each tenant's first new manifest, then each one's second, ..., the tenants with the fewest first: a tenant
+    that uploads thousands of manifests, however slow, delays nobody's first by more than one admission, and
+    when a tick runs out of time the flood is what waits."""
+    by_tenant: dict[str, list[tuple]] = {}
+    for item in pending:
+        by_tenant.setdefault(item[0], []).append(item)
+    rounds = zip_longest(*sorted(by_tenant.values(), key=len))
+    return [item for round_ in rounds for item in round_ if item is not None]
+
+
+def _reject(context: SensorEvaluationContext, store, tenant: str, job: str, reason: str) -> None:
+    """The results area is the platform's: a refusal of a re-submitted manifest replaces the earlier one. A
+    tenant that broke its own results area (a file or a link in its place) is told nothing, and only that."""
+    context.log.warning(f"refused {tenant}/{job}: {reason[:500]}")
     try:
-        manifest = parse_manifest(manifest_bytes, source=source)
-        base = base_models.registry().resolve(manifest.base_model)
-    except (ManifestError, BaseModelNotFound):
-        return config.default_pool, None
-    hyperparameters = manifest.hyperparameters
-    decision = route(config, ModelShape.from_pretrained_dir(base.path, base.num_parameters), manifest.method,
-                     manifest.objective, int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len)),
-                     lora_r=int(hyperparameters["lora_r"]) if "lora_r" in hyperparameters else None)
-    if decision.pool is None:
-        return None, decision.refusal()
-    return decision.pool, None
-
-
-def _reject(store, tenant: str, job: str, reason: str) -> None:
-    """The results area is the platform's: a refusal of a re-submitted manifest replaces the earlier one."""
-    store.write_bytes(results_key(tenant, job, "rejected.md"), f"# Job rejected\n\n{reason}\n".encode(),
-                      overwrite=True)
-
-
-def _reject_once(store, tenant: str, job: str, reason: str) -> None:
-    try:
-        store.write_bytes(results_key(tenant, job, "rejected.md"), f"# Job rejected\n\n{reason}\n".encode())
-    except ObjectExists:
-        pass
+        store.write_bytes(results_key(tenant, job, "rejected.md"),
+                          f"# Job rejected\n\n{reason}\n".encode("utf-8", "backslashreplace"), overwrite=True)
+    except (OSError, ValueError) as exc:
+        context.log.warning(f"could not write the refusal of {tenant}/{job} into its results area: {exc}")

@@ -33,6 +33,15 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
 
     store = LocalObjectStore(home / "landing")
     registry = AdapterRegistry(home / "catalog.duckdb")
+    # A hostile tenant's uploads in the same landing zone, seen by the same ticks as everyone else's: each is
+    # refused by name, and nobody's job notices.
+    poison = {"deep-yaml": b"base_model: " + b"[" * 20000 + b"]" * 20000 + b"\n",
+              "host-path": f"base_model: {REPO_ROOT}\ndataset: t.jsonl\n".encode(),
+              "huge": b"#" * (8 << 20)}
+    for job, body in poison.items():
+        store.write_bytes(f"tenants/initech/jobs/{job}/manifest.yaml", body)
+    (home / "landing/tenants/initech/jobs/link").mkdir(parents=True)
+    (home / "landing/tenants/initech/jobs/link/manifest.yaml").symlink_to(REPO_ROOT / "tenants.yaml")
     lines = []
     rows = {r.tenant: r for r in run_demo(store, registry, DemoScale(rows=120, epochs=4), timeout_s=600,
                                           progress=lines.append)}
@@ -52,7 +61,12 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
         metrics = adapters[tenant].metrics
         assert metrics["holdout_exact_match_tuned"] > metrics["holdout_exact_match_base"], (tenant, metrics)
 
+    for job, reason in [("deep-yaml", "nested deeper than 8 levels"), ("host-path", "paths are not accepted"),
+                        ("huge", "over the limit of 65,536 bytes"), ("link", "is a symbolic link")]:
+        assert reason in store.read_bytes(results_key("initech", job, "rejected.md")).decode()
     with DagsterInstance.get() as instance:
+        assert [r.tags["ftpipe/job"] for r in instance.get_runs(RunsFilter(tags={TENANT_TAG: "initech"}))] == [
+            rows["initech"].job]
         runs = instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))
         assert len(runs) == 1  # the sensor ticked many times; the manifest started one run
         assert runs[0].tags["dagster/priority"] == "10" and runs[0].tags["ftpipe/pool"] == "cpu-local"

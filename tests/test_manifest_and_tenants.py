@@ -47,6 +47,6 @@ def test_hyperparameters_are_typed_and_a_bad_value_names_the_field():
     assert ok.hyperparameters == {"qlora_compute_dtype": "bfloat16", "packing": True, "epochs": 2.0}
     for bad, message in [(b"{qlora_compute_dtype: int8}", "'qlora_compute_dtype': qlora_compute_dtype must be"),
                          (b"{packing: 'no'}", "'packing': must be true or false"),
-                         (b"{epochs: lots}", "'epochs': could not convert")]:
+                         (b"{epochs: lots}", "'epochs': must be a number, not 'lots'")]:
         with pytest.raises(ManifestError, match=message):
             parse_manifest(b"base_model: x\ndataset: t.jsonl\nhyperparameters: " + bad + b"\n")

@@ -124,9 +124,13 @@ def test_message_weights_on_a_template_without_generation_spans_are_the_tenants_
                 {"role": "assistant", "content": "That is all."}]
     store = local_resources["landing"].store()
     submit_job(store, "acme", "weights-v1", {"t.jsonl": synthetic.to_jsonl(rows).encode()},
-               default_manifest("t.jsonl", base_model=str(base)))
+               default_manifest("t.jsonl", base_model="acme/no-spans"))
+    from resources import BaseModelsResource
+
+    registered = BaseModelsResource(cache_dir=local_resources["base_models"].cache_dir,
+                                    aliases={"acme/no-spans": str(base)})
     with instance_for_test() as instance:
-        _, run = _run(instance, local_resources, "acme", "weights-v1")
+        _, run = _run(instance, {**local_resources, "base_models": registered}, "acme", "weights-v1")
         error_class, reason = failure_reason(instance, run)
     assert error_class == "user"
     assert reason.startswith("messages[].weight: the chat template marks 0 generation span(s) for 2 assistant message(s)")
@@ -221,36 +225,53 @@ def test_sft_manifest_over_preference_pairs_is_refused_before_training(local_res
 
 def test_an_adapter_that_fails_its_gates_or_cannot_be_served_stays_a_draft_with_advice(
         local_resources, platform_file, receiver, monkeypatch):
-    """One run fails both gates, to spend one training run: a manifest gate it cannot meet, and DoRA, which the
-    serving fleet does not load. The draft is registered, the run fails as the tenant's error, and the tenant
-    reads why and what to try."""
+    """One run fails both gates, to spend one training run: a manifest gate it cannot meet, and target modules
+    the serving fleet does not load (a fleet that serves attention projections only). The draft is registered,
+    the run fails as the tenant's error, and the tenant reads why and what to try."""
     url, received, _ = receiver
     platform_file.write_text(platform_file.read_text().replace(
-        "acme: {tier: premium}", f"acme: {{tier: premium, webhook_url: '{url}', webhook_secret_env: ACME_HOOK}}"))
+        "acme: {tier: premium}", f"acme: {{tier: premium, webhook_url: '{url}', webhook_secret_env: ACME_HOOK}}")
+        + "serving: {target_modules: [q_proj, k_proj, v_proj, o_proj]}\n")
     monkeypatch.setenv("ACME_HOOK", SECRET)
     store = local_resources["landing"].store()
     rows = synthetic.to_jsonl(synthetic.acme_support(150)).encode()
     submit_job(store, "acme", "dora-v1", {"train.jsonl": rows},
-               default_manifest("train.jsonl", method="dora", hyperparameters={"epochs": 4},
+               default_manifest("train.jsonl", hyperparameters={"epochs": 4},
                                 quality_gates={"holdout_exact_match": ">= 0.99"}))
     with instance_for_test() as instance:
         result, run = _run(instance, local_resources, "acme", "dora-v1")
         assert run.status == DagsterRunStatus.FAILURE
         checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
         assert not checks["serving_compatible"].passed
-        assert "DoRA adapters are not served" in checks["serving_compatible"].description
+        assert "target modules ['down_proj', 'gate_proj', 'up_proj'] are not served" in \
+            checks["serving_compatible"].description
         assert not checks["quality_gates"].passed
         error_class, reason = failure_reason(instance, run)
     assert error_class == "user" and "holdout_exact_match >= 0.99" in reason  # not retried
     (record,) = local_resources["catalog"].adapters().list("acme")
-    assert record.status == "draft" and record.method == "dora"
+    assert record.status == "draft" and record.method == "lora"
     serving_args = Path(local_resources["artifacts"].root) / "serving" / "ftpipe__tiny-llama.args"
     assert not serving_args.exists() or record.adapter_id not in serving_args.read_text()
     gates = store.read_bytes(results_key("acme", "dora-v1", "quality_gates.md")).decode()
     assert "is **draft**" in gates and "| `holdout_exact_match >= 0.99` | manifest |" in gates
-    assert "DoRA adapters are not served" in gates
+    assert "target modules ['down_proj', 'gate_proj', 'up_proj'] are not served" in gates
     assert "What to try:" in gates
     (delivery,) = received  # the tenant's endpoint hears why, signed
     assert delivery["verified"] and delivery["headers"]["X-Ftpipe-Event"] == "job.gate_failed"
     body = json.loads(delivery["body"])
     assert body["adapter_id"] == record.adapter_id and body["status"] == "draft" and body["advice"]
+
+
+def test_an_unservable_adapter_launched_by_hand_is_refused_before_training(local_resources):
+    """Admission refuses DoRA on a fleet that loads none; a run started by hand from the UI skips admission,
+    and the pre-flight refuses it the same way, before any GPU time."""
+    store = local_resources["landing"].store()
+    submit_job(store, "acme", "dora-v1", {"train.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()},
+               default_manifest("train.jsonl", method="dora"))
+    with instance_for_test() as instance:
+        result, run = _run(instance, local_resources, "acme", "dora-v1")
+        error_class, reason = failure_reason(instance, run)
+    assert (error_class, reason) == ("user", "manifest.yaml: field 'method': the serving fleet does not load DoRA "
+                                             "adapters; use lora or rslora")
+    assert not result.asset_materializations_for_node("tokenized_dataset")
+    assert b"does not load DoRA" in store.read_bytes(results_key("acme", "dora-v1", "rejected.md"))

@@ -1,7 +1,13 @@
 """Resolve a base-model id to something ``from_pretrained`` loads, with a version digest.
 
-Three kinds of id go through the same code: the built-in tiny model (built once, then cached), ids the
-platform maps to a path or hub id in its configuration, and plain local directories or Hugging Face hub ids.
+Only ids the platform registered resolve: the built-in tiny model (built once, then cached) and the ids the
+platform maps to a local path or a hub id (``base_models`` in tenants.yaml, or the resource's aliases). A
+tenant names an id, never a path, so nothing on the host outside the registered models is ever read as a
+model. Local paths and hub ids go through the same code once registered.
+
+Digests are computed by the platform and cached in its own model cache, keyed by the directory and each
+file's size and modification time: nothing is read from, or written into, the model's own directory but its
+model files.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ from pathlib import Path
 from ftpipe.basemodel.tiny import TINY_MODEL_ID, TinyModelRecipe, build_tiny_model
 from ftpipe.digests import combine, file_sha256, text_sha256, tree_sha256
 
-_DIGEST_FILE = "ftpipe_digest.json"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".jinja", ".model", ".txt")
+_DIGEST_VERSION = 1
+"""Bump when what a digest covers changes, so that cached digests are recomputed."""
+_LEGACY_DIGEST_FILE = "ftpipe_digest.json"
+"""Older versions cached digests inside the model directory; such a file is never read, nor hashed."""
 
 
 class BaseModelNotFound(LookupError):
@@ -60,33 +69,44 @@ def tokenizer_digests(path: str | Path) -> tuple[str, str]:
     return (file_sha256(tok_file) if tok_file.exists() else "", text_sha256(template) if template else "")
 
 
-def _local_digests(path: Path) -> dict:
-    """Digests of a saved model directory, cached beside it (model files are immutable once written)."""
-    cached = path / _DIGEST_FILE
-    if cached.exists():
-        digests = json.loads(cached.read_text())
-        if "num_parameters" in digests:
-            return digests
-    names = [p.name for p in path.iterdir() if p.is_file() and p.suffix in _WEIGHT_SUFFIXES and p.name != _DIGEST_FILE]
+def _model_files(path: Path) -> list[os.DirEntry]:
+    return sorted((e for e in os.scandir(path) if e.is_file(follow_symlinks=True)
+                   and e.name.endswith(_WEIGHT_SUFFIXES) and e.name != _LEGACY_DIGEST_FILE), key=lambda e: e.name)
+
+
+def _digests(path: Path, cache_dir: Path) -> dict:
+    """Digests of a saved model directory, cached under the platform's ``cache_dir`` by the files' stat."""
+    entries = _model_files(path)
+    fingerprint = combine(_DIGEST_VERSION, str(path.resolve()),
+                          *(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in entries))
+    cached = cache_dir / "digests" / f"{fingerprint[:32]}.json"
+    try:
+        return json.loads(cached.read_text())
+    except (OSError, ValueError):
+        pass
     tokenizer_digest, chat_template_digest = tokenizer_digests(path)
     digests = {
-        "digest": tree_sha256(path, names),
+        "digest": tree_sha256(path, [e.name for e in entries]),
         "tokenizer_digest": tokenizer_digest,
         "chat_template_digest": chat_template_digest,
         "num_parameters": count_parameters(path),
     }
     try:
-        cached.write_text(json.dumps(digests))
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(digests))
+        tmp.replace(cached)
     except OSError:
-        pass  # a read-only model directory still resolves; the digest is just recomputed next time
+        pass  # a read-only cache still resolves; the digest is just recomputed next time
     return digests
 
 
 class BaseModelRegistry:
-    def __init__(self, cache_dir: str | Path, aliases: dict[str, str] | None = None,
+    def __init__(self, cache_dir: str | Path, models: dict[str, str] | None = None,
                  tiny_recipe: TinyModelRecipe = TinyModelRecipe()):
+        """``models``: registered id -> local directory or hub id, besides the built-in tiny model."""
         self.cache_dir = Path(cache_dir)
-        self.aliases = dict(aliases or {})
+        self.models = {TINY_MODEL_ID: TINY_MODEL_ID, **(models or {})}
         self.tiny_recipe = tiny_recipe
 
     def tiny_model_dir(self) -> Path:
@@ -106,15 +126,23 @@ class BaseModelRegistry:
         return target
 
     def resolve(self, model_id: str) -> ResolvedBaseModel:
-        source = self.aliases.get(model_id, model_id)
+        """A registered id; anything else, a path above all, is refused."""
+        source = self.models.get(model_id) if isinstance(model_id, str) else None
+        if source is None:
+            shown = repr(model_id)[:100]
+            raise BaseModelNotFound(f"base_model {shown} is not registered on this platform; registered: "
+                                    f"{', '.join(sorted(self.models))}")
+        return self.resolve_source(model_id, source)
+
+    def resolve_source(self, model_id: str, source: str) -> ResolvedBaseModel:
+        """The platform's side: a local directory or hub id it trusts (registration, ``ftpipe validate``)."""
         if source == TINY_MODEL_ID:
             path = self.ensure_tiny_model()
         elif Path(source).is_dir():
             path = Path(source)
         else:
             path = self._from_hub(model_id, source)
-        d = _local_digests(path)
-        return ResolvedBaseModel(model_id=model_id, path=str(path), **d)
+        return ResolvedBaseModel(model_id=model_id, path=str(path), **_digests(path, self.cache_dir))
 
     def _from_hub(self, model_id: str, hub_id: str) -> Path:
         from huggingface_hub import snapshot_download
@@ -125,6 +153,6 @@ class BaseModelRegistry:
             return Path(snapshot_download(hub_id, local_files_only=offline))
         except (HFValidationError, OSError, ValueError) as exc:
             raise BaseModelNotFound(
-                f"base_model '{model_id}' is not registered, not a local directory, and could not be fetched "
-                f"from the Hugging Face hub{' (offline)' if offline else ''}: {exc.__class__.__name__}"
+                f"base_model '{model_id}' is registered as '{hub_id}', which is not a local directory and could "
+                f"not be fetched from the Hugging Face hub{' (offline)' if offline else ''}: {exc.__class__.__name__}"
             ) from exc

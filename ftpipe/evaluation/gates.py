@@ -20,6 +20,7 @@ Metric names, from the evaluation report (``ftpipe.evaluation.compare``):
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import asdict, dataclass
@@ -73,7 +74,22 @@ def parse_gate(metric: str, expression: str, source: str = "manifest", objective
     if metric not in known:
         raise GateError(f"gate '{metric}': unknown metric" + (f" for objective '{objective}'" if objective else "")
                         + f"; known: {', '.join(known)}")
-    return Gate(metric, match.group(1), float(match.group(2)), source)
+    gate = Gate(metric, match.group(1), float(match.group(2)), source)
+    low, high = metric_range(metric)
+    passable = low <= gate.threshold <= high if gate.op == "==" else any(
+        _OPERATORS[gate.op](end, gate.threshold) for end in (low, high))  # an inequality met anywhere is met at an end
+    if not math.isfinite(gate.threshold) or not passable:  # the job would train for nothing
+        raise GateError(f"gate '{metric}': {expression!r} can never pass ({metric} lies between {low:g} and "
+                        f"{high:g})")
+    return gate
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values a gate metric can take: scores are shares, perplexity is at least 1, deltas are differences."""
+    perplexity = "perplexity" in metric
+    if metric.endswith("_delta"):
+        return (-math.inf, math.inf) if perplexity else (-1.0, 1.0)
+    return (1.0, math.inf) if perplexity else (0.0, 1.0)
 
 
 def parse_gates(gates: dict[str, str], source: str, objective: str | None = None) -> list[Gate]:

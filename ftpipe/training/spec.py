@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 
@@ -43,6 +44,8 @@ class TrainJobSpec:
     save_minutes: float = 10.0
     """A checkpoint also every this many minutes, whichever of the two comes first."""
     keep_checkpoints: int = 2
+    max_runtime_seconds: float = 0.0
+    """Stop with a checkpoint, as the tenant's failure, past this many seconds (0: no limit); set by the pre-flight."""
     progress_bar: bool = False
     tenant_overrides: list[str] = field(default_factory=list)
     """The hyperparameters the tenant set in the manifest: an out-of-memory they caused is theirs to pay."""
@@ -75,12 +78,65 @@ def _flag(value) -> bool:
     raise ValueError(f"must be true or false, not {value!r}")
 
 
+def _integer(low: int, high: int, also: tuple[int, ...] = ()):
+    """A whole number in [low, high]: a float that is not whole (2.5) or a bool is refused, never truncated."""
+    def convert(value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError(f"must be a whole number, not {type(value).__name__}")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any float: certainly out of range
+            number = math.inf if value > 0 else -math.inf
+        except ValueError:
+            raise ValueError(f"must be a whole number, not {str(value)[:40]!r}") from None
+        if not math.isfinite(number) or number != int(number):
+            raise ValueError(f"must be a whole number, not {str(value)[:40]}")  # NaN, infinite, or 2.5
+        if not (low <= number <= high or number in also):
+            extra = "".join(f" or {a}" for a in also)
+            raise ValueError(f"must be between {low:,} and {high:,}{extra}, not {number:.6g}")
+        return int(number)
+    return convert
+
+
+def _number(low: float, high: float, low_open: bool = False):
+    """A finite number in [low, high] (or (low, high] with ``low_open``): NaN and infinities are refused."""
+    def convert(value) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError(f"must be a number, not {type(value).__name__}")
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf if value > 0 else -math.inf
+        except ValueError:
+            raise ValueError(f"must be a number, not {str(value)[:40]!r}") from None
+        if not math.isfinite(number):
+            raise ValueError(f"must be a finite number, not {number}")
+        if number < low or number > high or (low_open and number == low):
+            raise ValueError(f"must be {'above' if low_open else 'at least'} {low:g} and at most {high:g}, "
+                             f"not {number:.6g}")
+        return number
+    return convert
+
+
+# What a manifest may set, and the range each value must lie in: checked when the manifest is read, so that a
+# value the trainer cannot run (a zero batch, a NaN rate, a billion epochs) is refused before any GPU time.
+# The ranges are wide on purpose: they exclude what is broken, not what is unusual.
 OVERRIDABLE = {
-    "learning_rate": float, "epochs": float, "max_steps": int, "micro_batch_size": int,
-    "gradient_accumulation_steps": int, "max_seq_len": int, "lora_r": int, "lora_alpha": int,
-    "lora_dropout": float, "seed": int, "dpo_beta": float,
-    "dpo_sft_weight": float, "packing": _flag,
-    "activation_checkpointing": _flag, "qlora_compute_dtype": _compute_dtype,
+    "learning_rate": _number(0, 1, low_open=True),
+    "epochs": _number(0, 100, low_open=True),
+    "max_steps": _integer(1, 1_000_000, also=(-1,)),
+    "micro_batch_size": _integer(1, 1024),
+    "gradient_accumulation_steps": _integer(1, 1024),
+    "max_seq_len": _integer(16, 131_072),
+    "lora_r": _integer(1, 1024),
+    "lora_alpha": _integer(1, 4096),
+    "lora_dropout": _number(0, 0.9),
+    "seed": _integer(0, 2**32 - 1),
+    "dpo_beta": _number(0, 10, low_open=True),
+    "dpo_sft_weight": _number(0, 100),
+    "packing": _flag,
+    "activation_checkpointing": _flag,
+    "qlora_compute_dtype": _compute_dtype,
 }
 
 
