@@ -16,9 +16,16 @@ from dagster import (
 )
 
 from ft_assets.partition import ERROR_CLASS_KEY, USER_ERROR, publish, tenant_job
+from ftpipe.admission import serving_problems
 from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.catalog.adapters import now_utc
-from ftpipe.data.pipeline import PREFLIGHT_COLUMNS, tokenize_to_parquet, validate_to_parquet
+from ftpipe.data.pipeline import (
+    MIN_HOLDOUT_EXAMPLES,
+    PREFLIGHT_COLUMNS,
+    TemplateRefused,
+    tokenize_to_parquet,
+    validate_to_parquet,
+)
 from ftpipe.data.preflight import PREFLIGHT_WARNING_KINDS, run_preflight
 from ftpipe.data.quality import WARNING_KINDS
 from ftpipe.data.read import UnsupportedFormat
@@ -26,11 +33,13 @@ from ftpipe.data.report import report_json, report_markdown
 from ftpipe.data.tokenize import TemplateSpansMismatch
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
-from ftpipe.manifest import ManifestError, parse_manifest
+from ftpipe.manifest import MAX_MANIFEST_BYTES, JobManifest, ManifestError, parse_manifest
 from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
+from ftpipe.objectstore import ObjectTooLarge, UnsafeObject
 from ftpipe.tenants import PlatformConfig
 from ftpipe.training.autoconfig import DoesNotFit
+from ftpipe.training.cost import RUNTIME_GRACE_SECONDS, RUNTIME_HEADROOM, runtime_limit_seconds
 from ftpipe.training.plan import plan_training
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
@@ -49,6 +58,17 @@ def _user_failure(store, tenant: str, job: str, message: str) -> Failure:
     return Failure(description=message, metadata={ERROR_CLASS_KEY: USER_ERROR})
 
 
+def _check_job_size(config: PlatformConfig, tenant: str, job: str, estimated_gpu_hours: float, store) -> None:
+    """The tier's cap on one job: a job planned far beyond it (a billion epochs, say) never starts."""
+    tier_name = config.tenant(tenant).tier
+    cap = config.tiers[tier_name].max_gpu_hours_per_job
+    if cap is not None and estimated_gpu_hours > cap:
+        raise _user_failure(store, tenant, job, (
+            f"the job is estimated at {estimated_gpu_hours:,.3g} GPU-hours; the {tier_name} tier allows at most "
+            f"{cap:g} per job (see the training plan in validation.md: fewer epochs or max_steps, less data, "
+            "or a smaller max_seq_len bring it down)"))
+
+
 def _check_quota(context: AssetExecutionContext, catalog: CatalogResource, config: PlatformConfig, tenant: str,
                  job: str, estimated_gpu_hours: float, store) -> None:
     """The hard quota again, now with the job's estimate: a job that would cross it stops before the GPUs."""
@@ -64,17 +84,18 @@ def _check_quota(context: AssetExecutionContext, catalog: CatalogResource, confi
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"polars"})
-def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource,
-                artifacts: ArtifactStoreResource) -> Output[dict]:
+def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, artifacts: ArtifactStoreResource,
+                platform: PlatformResource) -> Output[dict]:
     """The tenant's manifest and data files, copied into an immutable content-addressed snapshot."""
     tenant, job = tenant_job(context)
     store = landing.store()
     key = manifest_key(tenant, job)
     try:
-        manifest = parse_manifest(store.read_bytes(key), source=key)
-    except ManifestError as exc:
+        manifest = parse_manifest(store.read_bytes(key, max_bytes=MAX_MANIFEST_BYTES), source=key)
+    except (ManifestError, UnsafeObject, ObjectTooLarge) as exc:
         raise _user_failure(store, tenant, job, str(exc)) from None
     files = {"train": manifest.dataset} | ({"eval": manifest.eval_dataset} if manifest.eval_dataset else {})
+    max_bytes = int(platform.config().tier_of(tenant).max_upload_gb * 2**30)
     layout = artifacts.layout()
     incoming = layout.job_dir(tenant, job) / "incoming"
     incoming.mkdir(parents=True, exist_ok=True)
@@ -82,11 +103,15 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource,
     with tempfile.TemporaryDirectory(dir=incoming) as tmp:
         local = {}
         for role, name in files.items():
-            if not store.exists(job_file_key(tenant, job, name)):
-                raise _user_failure(store, tenant, job, f"{key}: field '{'dataset' if role == 'train' else 'eval_dataset'}'"
-                                    f" names '{name}', which is not in the job folder")
-            local[role] = Path(tmp) / name
-            store.download(job_file_key(tenant, job, name), local[role])
+            field = "dataset" if role == "train" else "eval_dataset"
+            try:
+                if store.stat(job_file_key(tenant, job, name)) is None:
+                    raise _user_failure(store, tenant, job, f"{key}: field '{field}' names '{name}', which is not in "
+                                        "the job folder")
+                local[role] = Path(tmp) / name
+                store.download(job_file_key(tenant, job, name), local[role], max_bytes=max_bytes)
+            except (UnsafeObject, ObjectTooLarge, ValueError) as exc:  # ValueError: a name no store can hold
+                raise _user_failure(store, tenant, job, f"{key}: field '{field}': {exc}") from None
         digest = combine(*(f"{role}:{file_sha256(p)}" for role, p in sorted(local.items())))
         snapshot = layout.snapshot_dir(tenant, job, digest)
         snapshot.mkdir(parents=True, exist_ok=True)
@@ -147,7 +172,7 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
     try:
         check = validate_to_parquet(raw_dataset["files"], manifest["holdout_fraction"], out_file,
                                     manifest["min_examples"], platform.config().tier_of(tenant).max_examples,
-                                    manifest["objective"], progress=progress)
+                                    manifest["objective"], progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES)
     except UnsupportedFormat as exc:
         raise _user_failure(store, tenant, job, str(exc)) from None
     outcome = check.outcome
@@ -200,6 +225,11 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         base = base_models.registry().resolve(manifest["base_model"])
     except BaseModelNotFound as exc:
         raise _user_failure(store, tenant, job, f"manifest.yaml: field 'base_model': {exc}") from None
+    config = platform.config()
+    # Admission checked these already; a run launched by hand from the UI did not pass through it.
+    unservable = serving_problems(JobManifest.model_validate(manifest), config.serving, "manifest.yaml")
+    if unservable:
+        raise _user_failure(store, tenant, job, "; ".join(unservable))
     hyperparameters = manifest["hyperparameters"]
     max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
     # Packing happens when training reads the cache, so packed and unpacked jobs share one entry.
@@ -220,11 +250,13 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         try:
             tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
                                 cache_file, max_len, manifest["objective"], progress)
+        except TemplateRefused as exc:
+            raise _user_failure(store, tenant, job, f"{exc}; the base model {manifest['base_model']} cannot train "
+                                "on it as it is") from None
         except TemplateSpansMismatch as exc:
             raise _user_failure(store, tenant, job, f"messages[].weight: {exc}; the base model "
                                 f"{manifest['base_model']} cannot honour message weights, remove them") from None
     stats_table = pl.read_parquet(cache_file, columns=PREFLIGHT_COLUMNS)
-    config = platform.config()
     # The pool admission routed the job to (a run launched by hand has the default pool's tag).
     pool_name = context.run.tags.get(POOL_TAG, config.default_pool)
     pool = config.pools[pool_name]
@@ -247,10 +279,14 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     publish(store, tenant, job, "validation.json", report_json(check, preflight))
     for error in preflight.errors[:20]:
         context.log.warning(str(error))
+    _check_job_size(config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
     _check_quota(context, catalog, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
     # How long the job should hold its slot: preemption spares runs that are far along.
     expected_s = preflight.stats["estimated_gpu_hours"] * 3600 / pool.gpus_per_slot
     context.instance.add_run_tags(context.run_id, {EXPECTED_SECONDS_TAG: f"{expected_s:.0f}"})
+    plan.spec.max_runtime_seconds = runtime_limit_seconds(expected_s)
+    context.log.info(f"plan: max_runtime_seconds={plan.spec.max_runtime_seconds:g} (the estimate x "
+                     f"{RUNTIME_HEADROOM:g} + {RUNTIME_GRACE_SECONDS:g} s)")
 
     yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,

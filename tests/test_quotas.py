@@ -73,3 +73,29 @@ def test_the_preflight_refuses_a_job_whose_estimate_crosses_a_hard_quota(local_r
     assert b"estimated for this job" in store.read_bytes(results_key("initech", "big", "rejected.md"))
     # The tenant still gets the validation report, with the estimate that crossed the quota.
     assert b"estimated" in store.read_bytes(results_key("initech", "big", "validation.md"))
+
+
+def test_the_preflight_refuses_a_job_estimated_above_its_tiers_cap_per_job(local_resources, platform_file):
+    """A per-job cap stops one huge job (a billion epochs once passed for premium tenants) before any GPU time;
+    a job under it trains with a time limit of several times its estimate."""
+    platform_file.write_text(PLATFORM.replace("QUOTA", "1000").replace(
+        "quota: hard}", f"quota: hard, max_gpu_hours_per_job: {0.5 / 3600:.8f}}}"))
+    store = local_resources["landing"].store()
+    rows = synthetic.to_jsonl(synthetic.acme_support(120)).encode()
+    submit_job(store, "initech", "big", {"train.jsonl": rows}, default_manifest("train.jsonl"))
+    submit_job(store, "initech", "small", {"train.jsonl": rows},
+               default_manifest("train.jsonl", hyperparameters={"max_steps": 1}))
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenant_jobs", ["initech__big", "initech__small"])
+        big = materialize([raw_dataset, validated_dataset, tokenized_dataset], partition_key="initech__big",
+                          resources=local_resources, instance=instance, raise_on_error=False)
+        error_class, reason = failure_reason(instance, instance.get_run_by_id(big.run_id))
+        small = materialize([raw_dataset, validated_dataset, tokenized_dataset], partition_key="initech__small",
+                            resources=local_resources, instance=instance)
+    assert error_class == "user"
+    assert "GPU-hours; the free tier allows at most 0.00013889 per job" in reason
+    assert b"per job" in store.read_bytes(results_key("initech", "big", "rejected.md"))
+    spec = small.output_for_node("tokenized_dataset")["spec"]
+    expected = float(small.get_asset_materialization_events()[-1].materialization.metadata["estimated_gpu_hours"]
+                     .value) * 3600
+    assert spec["max_runtime_seconds"] == round(expected * 4 + 900)

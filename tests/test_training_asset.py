@@ -37,7 +37,8 @@ def _submit(resources, tenant, job, hyperparameters):
 
 
 def test_divergence_fails_as_the_tenants_error_with_advice_in_the_landing_zone(local_resources):
-    key = _submit(local_resources, "acme", "hot-lr", {"learning_rate": 10000})
+    # The highest rate a manifest may set; it diverges within a few dozen steps on the tiny model (so does 0.5).
+    key = _submit(local_resources, "acme", "hot-lr", {"learning_rate": 1.0})
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("tenant_jobs", [key])
         result = _materialize(instance, local_resources, key)
@@ -46,7 +47,7 @@ def test_divergence_fails_as_the_tenants_error_with_advice_in_the_landing_zone(l
         error_class, reason = failure_reason(instance, run)
     assert error_class == "user" and "training diverged at step" in reason
     report = local_resources["landing"].store().read_bytes(results_key("acme", "hot-lr", "training_failed.md"))
-    assert b"lower learning_rate from 10000 to 1000 (you set it in the manifest)" in report
+    assert b"lower learning_rate from 1 to 0.1 (you set it in the manifest)" in report
 
 
 def _signal_trainer_when_it_starts(artifacts_root: Path, sig: int, signalled: list) -> threading.Thread:

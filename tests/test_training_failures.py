@@ -7,7 +7,7 @@ import torch
 from transformers import TrainerCallback
 
 from ftpipe.training import checkpoints
-from ftpipe.training.failures import PLATFORM, USER, OutOfMemory, TrainingDiverged
+from ftpipe.training.failures import PLATFORM, USER, OutOfMemory, TimeLimitExceeded, TrainingDiverged
 from ftpipe.training.runner import run_training
 from ftpipe.training.spec import TrainJobSpec
 
@@ -85,3 +85,16 @@ def test_out_of_memory_twice_gives_up_and_says_whose_setting_it_was(tiny_model, 
     assert raised.value.error_class == error_class
     assert "micro_batch_size=4" in raised.value.message
     assert ("remove your micro_batch_size override" in raised.value.report()) == bool(overrides)
+
+
+def test_a_job_past_its_time_limit_stops_at_a_checkpoint_as_the_tenants_failure(tiny_model, sft_train_file, tmp_path):
+    spec = _spec(tiny_model, sft_train_file, tmp_path, max_steps=100_000, save_steps=100_000,
+                 max_runtime_seconds=6)
+    with pytest.raises(TimeLimitExceeded) as failure:
+        run_training(spec)
+    assert failure.value.error_class == USER
+    assert "ran past its time limit of 0.1 minutes" in failure.value.message
+    assert "of 100000; its checkpoint checkpoint-" in failure.value.message
+    area = checkpoints.CheckpointArea(tmp_path / "checkpoints")
+    kept = checkpoints.latest_valid(area, lambda message: None)
+    assert kept is not None and 0 < int(kept.name.split("-")[1]) < 100_000

@@ -26,3 +26,13 @@ def estimate_cost(num_parameters: int, train_tokens: int, pool_name: str, peak_t
     wall_seconds = flops / (gpus * peak_tflops * 1e12 * mfu)
     gpu_hours = wall_seconds * gpus / 3600
     return CostEstimate(pool_name, gpu_hours, gpu_hours * price_per_gpu_hour, wall_seconds / 3600)
+
+
+RUNTIME_HEADROOM = 4.0
+RUNTIME_GRACE_SECONDS = 900.0
+"""A job may run this many times its estimated wall time, plus loading and saving, before it is stopped: the
+estimate assumes the pool's typical utilization, and a job that runs four times past it is a runaway."""
+
+
+def runtime_limit_seconds(expected_wall_seconds: float) -> float:
+    return round(expected_wall_seconds * RUNTIME_HEADROOM + RUNTIME_GRACE_SECONDS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 USER = "user"
 PLATFORM = "platform"
 
@@ -40,3 +42,18 @@ class OutOfMemory(TrainingFailure):
     def __init__(self, message: str, advice: list[str], caused_by_tenant: bool) -> None:
         super().__init__(message, advice)
         self.error_class = USER if caused_by_tenant else PLATFORM
+
+
+class TimeLimitExceeded(TrainingFailure):
+    """The job ran past its time limit (a multiple of the pre-flight's estimate): stopped at a checkpoint."""
+
+    error_class = USER
+
+    @classmethod
+    def at(cls, step: int, max_steps: int, limit_seconds: float, checkpoint: str | None) -> "TimeLimitExceeded":
+        kept = f"; its checkpoint {Path(checkpoint).name} is kept" if checkpoint else ""
+        return cls(f"training ran past its time limit of {limit_seconds / 60:,.1f} minutes (several times the "
+                   f"pre-flight's estimate) and was stopped at step {step} of {max_steps}{kept}",
+                   ["the estimate is in validation.md; lower epochs or max_steps, or split the data into smaller "
+                    "jobs, and submit again",
+                    "if the estimate itself looks wrong for your data, tell the platform's operators"])

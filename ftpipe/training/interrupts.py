@@ -35,6 +35,21 @@ class StopRequest:
 
 
 @contextmanager
+def stop_after(stop: StopRequest, seconds: float, reason: str):
+    """Request ``stop`` once ``seconds`` have passed (0: never), for the duration of the block."""
+    if seconds <= 0:
+        yield stop
+        return
+    timer = threading.Timer(seconds, stop.request, args=(reason,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield stop
+    finally:
+        timer.cancel()
+
+
+@contextmanager
 def stop_on_signals_and_orphaning(poll_seconds: float = 1.0):
     """Install the signal handlers and the parent watchdog for the duration of a training run."""
     stop = StopRequest()

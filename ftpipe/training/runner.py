@@ -7,6 +7,8 @@ everything around it is shared. One call trains a job to the end or to a clean s
 - checkpoints are committed atomically every ``save_steps`` and every ``save_minutes``;
 - a stop request (signal, orphaned process) saves a checkpoint at the next step and returns
   ``outcome="interrupted"``;
+- a job that runs past ``max_runtime_seconds`` commits a checkpoint at the next step and raises
+  ``TimeLimitExceeded``, the tenant's failure: a runaway job stops holding a GPU by itself;
 - a NaN/inf loss raises ``TrainingDiverged`` with advice; out of memory is retried once with half the
   micro-batch and twice the accumulation, the same effective batch.
 """
@@ -23,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftpipe.training import checkpoints
-from ftpipe.training.failures import OutOfMemory, TrainingDiverged
-from ftpipe.training.interrupts import StopRequest
+from ftpipe.training.failures import OutOfMemory, TimeLimitExceeded, TrainingDiverged
+from ftpipe.training.interrupts import StopRequest, stop_after
 from ftpipe.training.spec import TrainJobSpec
 
 MetricsSink = Callable[[dict], None]
@@ -61,6 +63,19 @@ class TrainResult:
 
 def run_training(spec: TrainJobSpec, sink: MetricsSink = lambda m: None, *, stop: StopRequest | None = None,
                  log: Log = lambda message: None, extra_callbacks: Sequence = ()) -> TrainResult:
+    stop = stop or StopRequest()
+    with stop_after(stop, spec.max_runtime_seconds, TIME_LIMIT_REASON):
+        result = _run_with_retries(spec, sink, stop, log, extra_callbacks)
+    if result.outcome == INTERRUPTED and result.stop_reason == TIME_LIMIT_REASON:
+        raise TimeLimitExceeded.at(result.steps, result.max_steps, spec.max_runtime_seconds, result.last_checkpoint)
+    return result
+
+
+TIME_LIMIT_REASON = "time limit"
+
+
+def _run_with_retries(spec: TrainJobSpec, sink: MetricsSink, stop: StopRequest, log: Log,
+                      extra_callbacks: Sequence) -> TrainResult:
     area = checkpoints.CheckpointArea(Path(spec.output_dir) / "checkpoints")
     main_process = is_main_process()
     if main_process:
