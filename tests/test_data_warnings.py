@@ -1,12 +1,15 @@
 """Each warning kind, with counts and line numbers, and secrets never echoed in full."""
 
 import json
+import re
+import time
 
 import polars as pl
 import pytest
 
 from ftpipe import synthetic
-from ftpipe.data.pii import find_pii, mask
+from ftpipe.data import pii
+from ftpipe.data.pii import MAX_FINDINGS, find_pii, mask
 from ftpipe.data.pipeline import load_examples
 from ftpipe.data.preflight import run_preflight
 from ftpipe.data.quality import data_warnings
@@ -69,6 +72,49 @@ def test_each_pii_kind_is_found_and_masked(text, kind):
 
 def test_numbers_that_fail_their_checksum_are_not_pii():
     assert find_pii("order 4111 1111 1111 1112 and IBAN DE89 3704 0044 0532 0130 01, 30 days") == []
+
+
+MiB = 1 << 20
+# A megabyte (the most one record holds) of the text that costs each pattern most: runs that a backtracking
+# pattern would scan again from each of their positions, and candidates that need their checksum checked.
+HOSTILE_TEXTS = {
+    "email, a run of local-part characters": lambda: "a" * MiB + " a@b.co",  # 40,000 of them took 3.8 s
+    "email, at signs": lambda: "a@" * (MiB // 2),
+    "email, dots before an at sign": lambda: "a." * (MiB // 2) + "@",
+    "email, a domain without a dot": lambda: "a@" + "b" * MiB,
+    "card, a digit run": lambda: "1" * MiB,
+    "card and phone, digits and spaces": lambda: "1 " * (MiB // 2),
+    "card, digits and dashes": lambda: "1-" * (MiB // 2),
+    "card, valid numbers": lambda: "4111 1111 1111 1111 " * (MiB // 20),
+    "ssn, almost": lambda: "123-45-" * (MiB // 7),
+    "phone, almost": lambda: "+1 415 " * (MiB // 7),
+    "phone, parentheses": lambda: "(\n" * (MiB // 2),
+    "iban, almost": lambda: "AB12 " * (MiB // 5),
+    "iban, valid numbers": lambda: "DE89 3704 0044 0532 0130 00 " * (MiB // 28),
+    "secret, a key that never ends": lambda: "sk-" + "a" * MiB + "é",
+    "secret, dashes": lambda: "sk-" + "-" * MiB,
+    "secret, github": lambda: "ghp_" + "a" * MiB + "_",
+    "secret, slack": lambda: "xoxb-" + "-" * MiB,
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_TEXTS))
+def test_finding_pii_takes_linear_time_on_a_megabyte_of_hostile_text(case):
+    text = HOSTILE_TEXTS[case]()
+    start = time.perf_counter()
+    find_pii(text)
+    # Under half a second here; the backtracking email pattern took half an hour on the first case.
+    assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize("text", ["a@b.co.c@d.co", "a@b.cox+y@mail.example.com", "x a@b.co,c@d.co _a@b.co.",
+                                  "a@b@c.de", "@@a.b@c.de.f@g.hi", "a.b.c@d.e.fg.hi@j.kl", "é1+%@x.yz"])
+def test_the_linear_email_search_finds_what_the_pattern_finds(text):
+    assert [m.span() for m in pii._emails(text)] == [m.span() for m in re.finditer(pii._EMAIL.pattern, text)]
+
+
+def test_a_text_is_searched_up_to_max_findings():
+    assert len(find_pii(" ".join(f"user{i}@example.com" for i in range(MAX_FINDINGS + 500)))) == MAX_FINDINGS
 
 
 def test_pii_warning_names_lines_and_never_echoes_a_secret(tmp_path):

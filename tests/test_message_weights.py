@@ -3,10 +3,13 @@
 import json
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from ftpipe.data.fast_normalize import normalize_lines_fast
 from ftpipe.data.normalize import normalize
+from ftpipe.data.pipeline import validate_to_parquet
 from ftpipe.data.preflight import run_preflight
 from ftpipe.data.read import read_records
 from ftpipe.data.tokenize import TemplateSpansMismatch, drop_unweighted_turns, tokenize_frame
@@ -81,3 +84,25 @@ def test_spans_that_do_not_match_the_assistant_messages_are_an_error_not_a_guess
     assert drop_unweighted_turns([0, 1, 1, 0, 1, 0], TWO_TURNS) == [0, 0, 0, 0, 1, 0]
     with pytest.raises(TemplateSpansMismatch, match="marks 1 generation span"):
         drop_unweighted_turns([0, 1, 1, 1, 1, 0], TWO_TURNS)
+
+
+def test_a_null_weight_is_no_weight_in_parquet_jsonl_and_csv(tmp_path, tokenizer):
+    """A Parquet column of messages has a weight field on every message once one message has a weight, and
+    pandas and pyarrow write null on the others: a null weight means none, the default, as in JSON."""
+    nulls = [{**m, "weight": m.get("weight")} for m in TWO_TURNS]  # null on three messages, 0 on one
+    all_null = [{**m, "weight": None} for m in TWO_TURNS]
+    pq.write_table(pa.table({"messages": [nulls, all_null]}), tmp_path / "t.parquet")
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in (nulls, all_null)))
+    pl.DataFrame({"messages": [json.dumps(c) for c in (nulls, all_null)]}).write_csv(tmp_path / "t.csv")
+    without = [{k: v for k, v in m.items() if k != "weight"} for m in TWO_TURNS]
+    expected = _normalized(tmp_path, [TWO_TURNS, without])
+    for name in ("t.parquet", "t.jsonl", "t.csv"):
+        frame = normalize(read_records(tmp_path / name))
+        assert frame["weight_problem"].to_list() == [None, None], name
+        assert frame["messages"].to_list() == expected["messages"].to_list(), name
+        check = validate_to_parquet({"train": tmp_path / name}, 0.5, tmp_path / "e.parquet", 1, None)
+        assert check.outcome.n_row_errors == 0, check.outcome.error_lines()
+    table = tokenize_frame(tokenizer, normalize(read_records(tmp_path / "t.parquet")), max_len=512)
+    reference = tokenize_frame(tokenizer, expected, max_len=512)
+    assert table["n_trainable"].to_list() == reference["n_trainable"].to_list()
+    assert table["n_trainable"][1] > table["n_trainable"][0] > 0  # the all-null example learns both answers

@@ -95,11 +95,10 @@ def test_an_empty_upload_still_writes_a_table_with_the_columns(tmp_path, name, c
 
 
 def test_parquet_is_read_and_normalized_batch_by_batch(tmp_path, monkeypatch):
-    from ftpipe.data import pipeline, read
+    from ftpipe.data import read
     from ftpipe.data.pipeline import normalized_chunks
 
     monkeypatch.setattr(read, "TABLE_BATCH_ROWS", 7)
-    monkeypatch.setattr(pipeline, "TABLE_BATCH_ROWS", 7)
     completions = [f"answer {i}" for i in range(40)]
     completions[23] = ""
     pl.DataFrame({"prompt": [f"question {i}" for i in range(40)], "completion": completions}).write_parquet(

@@ -12,12 +12,35 @@ from __future__ import annotations
 import polars as pl
 
 from ftpipe.data.normalize import NORMALIZED_SCHEMA, ROLES, SHAPES
+from ftpipe.data.read import MAX_NESTING, MAX_RECORD_BYTES, too_deep
 
 # polars unifies a chunk's types and would turn a number into a string, so a text field written with any other
 # JSON type (number, bool, null, object, array) sends the chunk to the exact path. A false match only costs
 # speed: the exact path is always right.
 _NON_STRING_FIELD = (r'(?:^|[^\\])"(?:role|content|prompt|completion|system|instruction|input|response|text)"'
                      r'\s*:\s*[^"\s]')
+
+
+_HIGH_SURROGATE = r"\\u[dD][89abAB][0-9a-fA-F]{2}"
+_SURROGATE_PAIR = _HIGH_SURROGATE + r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+
+
+def _beyond_polars(raw: pl.Series) -> bool:
+    """Lines that polars would read differently from the exact path, or not survive. Everything else hostile
+    (NaN, Infinity, numbers out of range, a lone low surrogate, control characters, duplicate keys, trailing
+    text) already makes ``json_decode`` fail, which sends the chunk to the exact path too."""
+    if raw.str.len_bytes().max() > MAX_RECORD_BYTES:
+        return True
+    # A lone high surrogate ("\ud800") decodes to NUL in polars; the exact path refuses it. Every high half must
+    # open a pair (a false alarm, e.g. an escaped backslash before "ud800", only costs speed).
+    escaped = raw.filter(raw.str.contains(_HIGH_SURROGATE))
+    if len(escaped) and (escaped.str.count_matches(_HIGH_SURROGATE)
+                         != escaped.str.count_matches(_SURROGATE_PAIR)).any():
+        return True
+    # polars recurses per level of nesting (a RecursionError at 1,000): the bracket count settles almost every
+    # line, and the few with many brackets get the exact scan.
+    crowded = raw.filter(raw.str.count_matches(r"[\[{]") > MAX_NESTING)
+    return any(too_deep(line) for line in crowded)
 
 
 def _shape_of(fields: set[str]) -> str | None:
@@ -62,7 +85,7 @@ def normalize_lines_fast(lines: pl.Series, first_line: int, source_file: str) ->
     frame = frame.filter(pl.col("raw").str.strip_chars() != "")
     if frame.is_empty():
         return frame.select(**{k: pl.lit(None, dtype=v) for k, v in NORMALIZED_SCHEMA.items()}).clear()
-    if frame["raw"].str.contains(_NON_STRING_FIELD).any():
+    if _beyond_polars(frame["raw"]) or frame["raw"].str.contains(_NON_STRING_FIELD).any():
         return None
     try:
         decoded = frame["raw"].str.json_decode(infer_schema_length=None)
@@ -79,6 +102,8 @@ def normalize_lines_fast(lines: pl.Series, first_line: int, source_file: str) ->
     if messages is None:
         return None
 
+    if shape == "chat" and data["messages"].list.eval(pl.element().is_null()).list.any().any():
+        return None  # a message that is null, not an object: the exact path names it
     m = data.select(messages.alias("m"))["m"]
     roles = pl.col("m").list.eval(pl.element().struct.field("role"))
     body = pl.when(roles.list.first() == "system").then(roles.list.slice(1)).otherwise(roles)

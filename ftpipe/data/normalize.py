@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from ftpipe.data.preference import PREFERENCE_SHAPES, PairProblem, pair_problem, to_pair
+from ftpipe.data.preference import PREFERENCE_SHAPES, PairProblem, pair_message_lists, pair_problem, to_pair
 from ftpipe.data.read import RawRecord
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -33,6 +33,9 @@ NORMALIZED_SCHEMA = {
     "line": pl.Int64,
     "shape": pl.String,
     "problem": pl.String,
+    # "field: message" when one field is at fault: a value of the wrong type, or a record-level problem inside
+    # one field (an unpaired surrogate, an over-long cell).
+    "field_problem": pl.String,
     "unknown_keys": pl.String,
     "messages": pl.String,
     "n_messages": pl.Int64,
@@ -73,6 +76,82 @@ def to_messages(shape: str, data: dict) -> list[dict]:
     raise ValueError(shape)
 
 
+CONTENT_PARTS_REFUSAL = ("content must be a string; content parts (a list) are not supported yet: join the text "
+                         "parts into one string")
+"""OpenAI's content parts (``[{"type": "text", "text": "..."}]``) are refused here, and only here, until the chat
+template rendering reads them."""
+
+_KINDS = {type(None): "null", bool: "bool", int: "int", float: "float", str: "string", list: "list", dict: "object",
+          bytes: "bytes"}
+
+
+def kind_of(value) -> str:
+    """A value's type as a tenant would call it (Parquet values are Python's dates, decimals, ...)."""
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+def _not_text(value, field: str) -> tuple[str, str] | None:
+    return None if isinstance(value, str) else (field, f"expected a string, got {kind_of(value)}")
+
+
+def messages_problem(messages, field: str = "messages") -> tuple[str, str] | None:
+    """(field, message) for the first value of the wrong type in a list of messages. A missing role or content is
+    not one: the schema reports those as an unrecognized role or empty content."""
+    if not isinstance(messages, list):
+        return field, f"expected a list of messages, got {kind_of(messages)}"
+    for i, m in enumerate(messages):
+        where = f"{field}[{i}]"
+        if not isinstance(m, dict):
+            return where, f"expected a message (an object with 'role' and 'content'), got {kind_of(m)}"
+        if "role" in m and (bad := _not_text(m["role"], f"{where}.role")):
+            return bad
+        if isinstance(m.get("content"), list):
+            return f"{where}.content", CONTENT_PARTS_REFUSAL
+        if "content" in m and (bad := _not_text(m["content"], f"{where}.content")):
+            return bad
+    return None
+
+
+# Per shape: the fields that hold text, required and optional (an optional one may be null: as if absent).
+_TEXT_FIELDS = {
+    "prompt_completion": (("prompt", "completion"), ("system",)),
+    "instruction": (("instruction", "response"), ("input", "system")),
+    "text": (("text",), ()),
+    "preference": ((), ("system",)),
+}
+
+
+def field_problem(shape: str, data: dict) -> tuple[str, str] | None:
+    """(field, message) for the first field of the shape holding a value of the wrong type: a number, a list or
+    an object where text belongs is named, not read as empty content."""
+    required, optional = _TEXT_FIELDS.get(shape, ((), ()))
+    for name in required:
+        if bad := _not_text(data[name], name):
+            return bad
+    for name in optional:
+        if data.get(name) is not None and (bad := _not_text(data[name], name)):
+            return bad
+    lists = [("messages", data["messages"])] if shape == "chat" else \
+        pair_message_lists(shape, data) if shape in PREFERENCE_SHAPES else []
+    for name, messages in lists:
+        if bad := messages_problem(messages, name):
+            return bad
+    return None
+
+
+def _shown(value, limit: int = 40) -> str:
+    """A tenant's value quoted in a message: JSON where it is JSON, short whatever its size."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _names(keys, limit: int = 20) -> list[str]:
+    """Keys for a message, a bounded number of them, each shortened: a record may have thousands of keys, and a
+    key may be a megabyte long."""
+    shown = [k if len(k) <= 60 else k[:60] + "..." for k in sorted(keys)[:limit]]
+    return shown + ([f"... and {len(keys) - limit} more"] if len(keys) > limit else [])
+
+
 def _compact(messages: list[dict], keep_weights: bool = False) -> str:
     # Compact separators: byte-identical to the vectorized path (fast_normalize), so split hashes agree. Only a
     # weight of 0 is kept: weight 1 is the default, so the same example with or without it splits the same way.
@@ -86,13 +165,15 @@ def _compact(messages: list[dict], keep_weights: bool = False) -> str:
 
 
 def weight_problem(messages: list[dict]) -> str | None:
-    """Per-message weights, as in OpenAI's chat fine-tuning format: 0 or 1, on assistant messages only."""
+    """Per-message weights, as in OpenAI's chat fine-tuning format: 0 or 1, on assistant messages only. A null
+    weight is no weight: a Parquet column of messages has a weight field on every message once one has it, and
+    pandas and pyarrow write null on the others."""
     for i, m in enumerate(messages):
-        if "weight" not in m:
+        weight = m.get("weight")
+        if weight is None:
             continue
-        weight = m["weight"]
         if isinstance(weight, bool) or not isinstance(weight, int | float) or weight not in (0, 1):
-            return f"messages[{i}].weight: {json.dumps(weight)} is not 0 or 1"
+            return f"messages[{i}].weight: {_shown(weight)} is not 0 or 1"
         if m.get("role") != "assistant":
             return f"messages[{i}].weight: only assistant messages take a weight, not {json.dumps(m.get('role'))}"
     return None
@@ -113,18 +194,24 @@ def _row(rec: RawRecord) -> dict:
     row.update(source_file=rec.source_file, line=rec.line, n_messages=0, n_assistant=0, n_empty=0, n_bad_role=0,
                roles_in_order=False)
     if rec.error:
-        row["problem"] = rec.error
+        if rec.field:
+            row["field_problem"] = f"{rec.field}: {rec.error}"
+        else:
+            row["problem"] = rec.error
         return row
     data = rec.data or {}
     shape = detect_shape(data)
     if shape is None:
-        row["problem"] = (f"unrecognized shape with keys {sorted(data)}: expected one of "
+        row["problem"] = (f"unrecognized shape with keys {_names(data)}: expected one of "
                           + "; ".join("+".join(sorted(req)) for req, _ in SHAPES.values()))
         return row
     required, optional = SHAPES[shape]
     unknown = sorted(set(data) - required - optional)
     row["shape"] = shape
-    row["unknown_keys"] = ",".join(unknown) if unknown else None
+    row["unknown_keys"] = ",".join(_names(unknown)) if unknown else None
+    if bad := field_problem(shape, data):
+        row["field_problem"] = ": ".join(bad)
+        return row
     if shape in PREFERENCE_SHAPES:
         try:
             prompt, chosen, rejected = to_pair(shape, data)
@@ -137,9 +224,6 @@ def _row(rec: RawRecord) -> dict:
         row["pair_problem"] = pair_problem(shape, chosen, rejected)
     else:
         messages = to_messages(shape, data)
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        row["problem"] = "field 'messages' must be a list of objects with 'role' and 'content'"
-        return row
     roles = [m.get("role") for m in messages]
     contents = [m.get("content") for m in messages]
     if shape == "chat":

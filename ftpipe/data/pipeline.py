@@ -9,30 +9,37 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
+from jinja2.exceptions import TemplateError
 
 from ftpipe.data.fast_normalize import normalize_lines_fast
 from ftpipe.data.normalize import normalize
 from ftpipe.data.preference import PREFERENCE_SHAPES
 from ftpipe.data.preflight import Preflight
-from ftpipe.data.quality import WARNING_COLUMNS, DataWarning, WarningCollector
+from ftpipe.data.quality import DUPLICATE_KEY, WARNING_COLUMNS, DataWarning, WarningCollector
 from ftpipe.data.read import (
     CHUNK_BYTES,
-    TABLE_BATCH_ROWS,
     iter_line_chunks,
     parquet_frames,
-    read_records,
+    record_batches,
     records_from_chunk,
 )
 from ftpipe.data.schema import RowValidator, ValidationOutcome
 from ftpipe.data.split import assign_split
+
+
+MAX_EVAL_OVERLAP = 0.5
+"""An evaluation file whose examples are this much (or more) in the training data is refused; below, a warning."""
+MIN_HOLDOUT_EXAMPLES = 5
+"""Fewer held-out examples than this cannot evaluate an adapter: its gates would turn on one answer. A job's
+validation (the asset, ``ftpipe validate``) asks for it; checking a file's rows alone does not."""
 
 
 @dataclass
@@ -46,21 +53,22 @@ def normalized_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Itera
     """One file, normalized chunk by chunk: JSONL vectorized where a chunk is clean, other formats record by record."""
     path = Path(path)
     if path.suffix.lower() not in (".jsonl", ".json"):
-        records = read_records(path, display_name=path.name)
-        while batch := list(islice(records, TABLE_BATCH_ROWS)):
+        # One reader frame at a time: bounded in rows and in decoded bytes (a few hundred bytes of Parquet may
+        # decode to thousands of megabyte records), so that the per-chunk checks are bounded too.
+        for batch in record_batches(path, display_name=path.name):
             yield normalize(batch)
         return
-    for first_line, chunk in iter_line_chunks(path, chunk_bytes):
+    for chunk in iter_line_chunks(path, chunk_bytes, path.name):
         fast = None
         try:
-            lines = chunk.decode("utf-8").split("\n")
+            lines = None if chunk.too_long else chunk.data.decode("utf-8").split("\n")
         except UnicodeDecodeError:
             lines = None
         if lines is not None:
             if lines and lines[-1] == "":
                 lines.pop()
-            fast = normalize_lines_fast(pl.Series(lines, dtype=pl.String), first_line, path.name)
-        yield fast if fast is not None else normalize(records_from_chunk(chunk, first_line, path.name, path))
+            fast = normalize_lines_fast(pl.Series(lines, dtype=pl.String), chunk.first_line, path.name)
+        yield fast if fast is not None else normalize(records_from_chunk(chunk, path.name))
 
 
 def normalize_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> pl.DataFrame:
@@ -95,6 +103,9 @@ class ExamplesChecker:
         self._objective_error: list[str] = []
         self._counts = {"train": 0, "holdout": 0}
         self._shapes: set[str] = set()
+        self._eval_rows = 0
+        self._eval_files: list[str] = []
+        self._holdout_keys: list[pl.Series] = []  # 8 bytes per held-out row: the distinct ones are counted
 
     def add(self, chunk: pl.DataFrame) -> None:
         self._rows.add(chunk)
@@ -104,20 +115,44 @@ class ExamplesChecker:
         for split in self._counts:
             self._counts[split] += chunk.filter(pl.col("split") == split).height
         self._shapes |= set(chunk.filter(pl.col("role") == "train")["shape"].drop_nulls().unique().to_list())
+        self._holdout_keys.append(chunk.filter(pl.col("split") == "holdout").select(DUPLICATE_KEY)["key"])
+        evals = chunk.filter(pl.col("role") == "eval")
+        self._eval_rows += evals.height
+        self._eval_files += [f for f in evals["source_file"].unique(maintain_order=True) if f not in self._eval_files]
 
-    def finish(self, examples: Iterable[pl.DataFrame], min_examples: int, max_examples: int | None) -> ExamplesCheck:
+    def finish(self, examples: Iterable[pl.DataFrame], min_examples: int, max_examples: int | None,
+               min_holdout: int = 0) -> ExamplesCheck:
         """``examples``: the frames fed to ``add``, in the same order, for the few rows a warning must re-read."""
         outcome = self._rows.outcome(min_examples, max_examples)
         outcome.dataset_errors += self._objective_error
+        warnings = self._warnings.finish(examples)
+        outcome.dataset_errors += self._evaluation_errors(warnings, min_holdout)
         stats = {"records": self._rows.n_records, **self._counts, "shapes": ",".join(sorted(self._shapes))}
-        return ExamplesCheck(outcome, self._warnings.finish(examples), stats)
+        return ExamplesCheck(outcome, warnings, stats)
+
+    def _evaluation_errors(self, warnings: list[DataWarning], min_holdout: int) -> list[str]:
+        """What would make the evaluation meaningless, or impossible, known before any training."""
+        errors = []
+        distinct = pl.concat(self._holdout_keys).n_unique() if self._holdout_keys else 0
+        if self._rows.n_records and distinct < min_holdout:
+            errors.append(f"the held-out split has {distinct} distinct example(s); evaluating the adapter "
+                          f"needs at least {min_holdout}: upload more examples, raise holdout_fraction, or give "
+                          "an eval_dataset")
+        overlap = next((w for w in warnings if w.kind == "train_eval_overlap"), None)
+        if overlap is not None and self._eval_rows and overlap.count >= MAX_EVAL_OVERLAP * self._eval_rows:
+            share = "every" if overlap.count >= self._eval_rows else f"{overlap.count} of {self._eval_rows}"
+            errors.append(f"{share} example(s) of {', '.join(self._eval_files)} are also in the training data (by "
+                          "their prompt, ignoring case, spacing and system messages): a score on them measures "
+                          "memory, not skill; evaluate on examples the adapter does not train on, or leave "
+                          "eval_dataset out for a held-out split")
+        return errors
 
 
 def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int | None,
-                   objective: str = "sft") -> ExamplesCheck:
+                   objective: str = "sft", min_holdout: int = 0) -> ExamplesCheck:
     checker = ExamplesChecker(objective)
     checker.add(examples)
-    return checker.finish([examples], min_examples, max_examples)
+    return checker.finish([examples], min_examples, max_examples, min_holdout)
 
 
 @contextmanager
@@ -155,7 +190,8 @@ def _no_examples() -> pl.DataFrame:
 
 def validate_to_parquet(files: dict[str, str | Path], holdout_fraction: float, out_file: str | Path,
                         min_examples: int, max_examples: int | None, objective: str = "sft",
-                        chunk_bytes: int = CHUNK_BYTES, progress=None) -> ExamplesCheck:
+                        chunk_bytes: int = CHUNK_BYTES, progress=None,
+                        min_holdout: int = 0) -> ExamplesCheck:
     """Read, check and write the normalized examples in one pass, one chunk in memory at a time."""
     checker, rows = ExamplesChecker(objective), 0
     with parquet_written_whole(out_file, _no_examples) as append:
@@ -165,7 +201,7 @@ def validate_to_parquet(files: dict[str, str | Path], holdout_fraction: float, o
             rows += chunk.height
             if progress:
                 progress(rows)
-    return checker.finish(parquet_frames(out_file, WARNING_COLUMNS), min_examples, max_examples)
+    return checker.finish(parquet_frames(out_file, WARNING_COLUMNS), min_examples, max_examples, min_holdout)
 
 
 def _objective_errors(examples: pl.DataFrame, objective: str) -> list[str]:
@@ -206,9 +242,28 @@ def tokenize_to_parquet(tokenizer, examples_file: str | Path, out_file: str | Pa
             if train.is_empty():
                 continue
             in_slice = None if progress is None else (lambda n, _, offset=done: progress(offset + n, total))
-            append(tokenize_examples(tokenizer, train, max_len, objective, in_slice))
+            try:
+                append(tokenize_examples(tokenizer, train, max_len, objective, in_slice))
+            except TemplateError as exc:
+                raise _template_refusal(tokenizer, train) or TemplateRefused(f"the chat template: {exc}") from None
             done += train.height
     return done
+
+
+class TemplateRefused(ValueError):
+    """The base model's chat template raised on an example (many refuse roles that do not alternate)."""
+
+
+def _template_refusal(tokenizer, train: pl.DataFrame) -> TemplateRefused | None:
+    """The first example of the slice that the template refuses, by file and line: searched only once the slice
+    has failed, one example at a time."""
+    for source_file, line, messages in train.select("source_file", "line", "messages").iter_rows():
+        try:
+            tokenizer.apply_chat_template(json.loads(messages), tokenize=False)
+        except TemplateError as exc:
+            return TemplateRefused(f"{source_file} line {line}, messages: the base model's chat template refuses "
+                                   f"this conversation: {exc}")
+    return None
 
 
 PREFLIGHT_COLUMNS = ["source_file", "line", "n_tokens", "n_trainable", "learns_eos"]
@@ -228,7 +283,8 @@ class LocalValidation:
 
 def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parameters: int, *, max_len: int,
                    epochs: float, pool_name: str, pool, min_examples: int, max_examples: int | None = None,
-                   holdout_fraction: float = 0.1, objective: str = "sft", progress=None) -> LocalValidation:
+                   holdout_fraction: float = 0.1, objective: str = "sft", progress=None,
+                   min_holdout: int = 0) -> LocalValidation:
     """Everything the platform checks before training, in the same order: structure first, then the
     pre-flight through the base model's template (only when the structure is valid)."""
     import tempfile
@@ -239,7 +295,8 @@ def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parame
 
     with tempfile.TemporaryDirectory() as tmp:
         examples_file, tokenized_file = Path(tmp) / "examples.parquet", Path(tmp) / "tokenized.parquet"
-        check = validate_to_parquet(files, holdout_fraction, examples_file, min_examples, max_examples, objective)
+        check = validate_to_parquet(files, holdout_fraction, examples_file, min_examples, max_examples, objective,
+                                    min_holdout=min_holdout)
         if not check.outcome.passed:
             return LocalValidation(check, None)
         tokenize_to_parquet(AutoTokenizer.from_pretrained(tokenizer_path), examples_file, tokenized_file, max_len,

@@ -47,6 +47,20 @@ def to_pair(shape: str, data: dict) -> tuple[list[dict], list[dict], list[dict]]
     return prompt, chosen, rejected
 
 
+def pair_message_lists(shape: str, data: dict) -> list[tuple[str, list]]:
+    """The pair's fields given as lists of messages, by the name the tenant wrote: their messages are checked like
+    a chat's (``ftpipe.data.normalize.messages_problem``); strings and other types are ``to_pair``'s to judge."""
+    if shape == "preference":
+        fields = {name: data[name] for name in ("prompt", "chosen", "rejected")}
+    elif shape == "preference_api":
+        source = data["input"]
+        fields = {"input.messages": source.get("messages") if isinstance(source, dict) else None,
+                  "preferred_output": data["preferred_output"], "non_preferred_output": data["non_preferred_output"]}
+    else:
+        raise ValueError(shape)
+    return [(name, value) for name, value in fields.items() if isinstance(value, list)]
+
+
 def pair_problem(shape: str, chosen: list[dict], rejected: list[dict]) -> str | None:
     """What is wrong with the two answers, as ``field: message``; None when the pair can teach a preference."""
     names = ("chosen", "rejected") if shape == "preference" else ("preferred_output", "non_preferred_output")

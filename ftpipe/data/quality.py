@@ -58,13 +58,17 @@ WARNING_COLUMNS = ["messages", "problem"]
 
 
 def with_text(frame: pl.DataFrame) -> pl.DataFrame:
-    """The valid rows, with ``text`` (all message contents) and ``prompt_key`` (everything before the last answer)."""
+    """The valid rows, with ``text`` (all message contents) and ``prompt_key`` (the conversation before the last
+    answer, without system messages, in lower case with runs of white space as one space: the same question
+    with another system prompt or spacing is the same question)."""
     valid = frame.filter(VALID_ROWS)
     decoded = valid.with_columns(pl.col("messages").str.json_decode(MESSAGE_DTYPE).alias("_m"))
     return decoded.with_columns(
         pl.col("_m").list.eval(pl.element().struct.field("content").fill_null("")).list.join("\n").alias("text"),
         pl.col("_m").list.head(pl.col("_m").list.len() - 1)
-        .list.eval(pl.element().struct.field("content").fill_null("")).list.join("\n").alias("prompt_key"),
+        .list.eval(pl.element().filter(pl.element().struct.field("role") != "system")
+                   .struct.field("content").fill_null("")).list.join("\n")
+        .str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars().alias("prompt_key"),
     ).drop("_m")
 
 

@@ -16,6 +16,8 @@ from pandera.errors import SchemaErrors
 # What a failing check means to a tenant, keyed by (column, check name).
 _MESSAGES = {
     ("problem", "no_problem"): ("record", "{value}"),
+    # "field: message" (ftpipe.data.normalize): the field is the path the tenant wrote, e.g. messages[0].content.
+    ("field_problem", "no_field_problem"): (None, "{value}"),
     ("shape", "not_nullable"): ("record", "shape not recognized"),
     ("shape", "same_shape_in_file"): ("record", "shape '{value}' differs from the file's first example ({first_shape}); one shape per file"),
     ("unknown_keys", "no_unknown_keys"): ("record", "unknown keys: {value}"),
@@ -35,6 +37,7 @@ class NormalizedExamples(pa.DataFrameModel):
     line: int = pa.Field(ge=1)
     shape: str = pa.Field(nullable=False)
     problem: str = pa.Field(nullable=True)
+    field_problem: str = pa.Field(nullable=True)
     unknown_keys: str = pa.Field(nullable=True)
     n_assistant: int = pa.Field(ge=1)
     n_empty: int = pa.Field(eq=0)
@@ -54,6 +57,10 @@ class NormalizedExamples(pa.DataFrameModel):
 
     @pa.check("problem", name="no_problem")
     def _no_problem(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(data.key).is_null())
+
+    @pa.check("field_problem", name="no_field_problem")
+    def _no_field_problem(cls, data: PolarsData) -> pl.LazyFrame:
         return data.lazyframe.select(pl.col(data.key).is_null())
 
     @pa.check("pair_problem", name="no_pair_problem")
