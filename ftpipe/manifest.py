@@ -36,7 +36,7 @@ class ManifestError(ValueError):
 class JobManifest(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    base_model: str = Field(description="A base-model id the platform registered (``ftpipe base-models``)")
+    base_model: str = Field(description="A base-model id the platform registered (tenants.yaml: base_models)")
     dataset: str = Field(description="File name of the training data inside the job folder.")
     eval_dataset: str | None = Field(default=None, description="Optional evaluation file inside the job folder.")
     # Adapter methods only for now: a full fine-tune trains (ftpipe.training.methods) but the registry and the
@@ -85,6 +85,7 @@ class JobManifest(BaseModel):
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"'{name}': {exc}") from None
         return converted
+
     @model_validator(mode="after")
     def _eval_is_another_file(self) -> "JobManifest":
         if self.eval_dataset is not None and self.eval_dataset == self.dataset:

@@ -37,8 +37,10 @@ def _submit(resources, tenant, job, hyperparameters):
 
 
 def test_divergence_fails_as_the_tenants_error_with_advice_in_the_landing_zone(local_resources):
-    # The highest rate a manifest may set; it diverges within a few dozen steps on the tiny model (so does 0.5).
-    key = _submit(local_resources, "acme", "hot-lr", {"learning_rate": 1.0})
+    # The highest rate a manifest may set: on the tiny model it diverged at step 10 (0.5 at step 31). Enough
+    # epochs that another CPU's kernels, diverging some steps later, still diverge before the end; training
+    # stops at the divergence, so they cost nothing.
+    key = _submit(local_resources, "acme", "hot-lr", {"learning_rate": 1.0, "epochs": 20})
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("tenant_jobs", [key])
         result = _materialize(instance, local_resources, key)
