@@ -54,17 +54,18 @@ def drop_unweighted_turns(mask: list[int], messages: list[dict]) -> list[int]:
     """Unmask the assistant turns the tenant gave ``weight: 0``: they stay in the context, nothing is learned
     from them. The template marks each assistant message as one generation span, in order; a template that
     does otherwise cannot say which tokens belong to which message, and that is an error, not a guess."""
-    weights = [m.get("weight", 1) for m in messages if m.get("role") == "assistant"]
-    if all(weights):
+    # Only an explicit 0 unlearns a turn: a missing or null weight (Parquet writes null for it) is the default.
+    learned = [m.get("weight") != 0 for m in messages if m.get("role") == "assistant"]
+    if all(learned):
         return mask
     spans = _spans(mask)
-    if len(spans) != len(weights):
+    if len(spans) != len(learned):
         raise TemplateSpansMismatch(
-            f"the chat template marks {len(spans)} generation span(s) for {len(weights)} assistant message(s); "
+            f"the chat template marks {len(spans)} generation span(s) for {len(learned)} assistant message(s); "
             "per-message weights need one span per assistant message")
     out = list(mask)
-    for (start, end), weight in zip(spans, weights):
-        if not weight:
+    for (start, end), keep in zip(spans, learned):
+        if not keep:
             out[start:end] = [0] * (end - start)
     return out
 
