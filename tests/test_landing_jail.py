@@ -423,18 +423,22 @@ def test_a_folder_its_tenant_made_unsearchable_is_skipped_not_fatal_to_the_listi
     """The platform does not run as root: a tenant's chmod on its own folder (readable, not searchable, or
     neither) hides that folder from the listing and nothing else. Run as 'nobody', with the system Python,
     since permission bits do not bind root."""
-    root = Path(tempfile.mkdtemp(prefix="ftpipe-jail-"))
+    # Everything 'nobody' runs lies in a world-readable folder of its own: the checkout may not be readable.
+    root = Path(tempfile.mkdtemp(prefix="ftpipe-jail-", dir="/tmp"))
     try:
         root.chmod(0o755)
-        store = LocalObjectStore(root)
+        shutil.copy(REPO_ROOT / "ftpipe" / "objectstore.py", root / "objectstore.py")
+        landing = root / "landing"
+        store = LocalObjectStore(landing)
         for tenant in ("aaa", "bbb", "zzz"):
             store.write_bytes(f"tenants/{tenant}/jobs/j1/manifest.yaml", b"x")
-        (root / "tenants/aaa/jobs/j1").chmod(0o744)  # readable, not searchable
-        (root / "tenants/bbb/jobs").chmod(0o000)
-        script = ("import sys; sys.path.insert(0, sys.argv[1]); from ftpipe.objectstore import LocalObjectStore; "
+        (landing / "tenants/aaa/jobs/j1").chmod(0o744)  # readable, not searchable
+        (landing / "tenants/bbb/jobs").chmod(0o000)
+        script = ("import sys; sys.path.insert(0, sys.argv[1]); from objectstore import LocalObjectStore; "
                   "print(sorted(o.key for o in LocalObjectStore(sys.argv[2]).list('tenants/')))")
         listed = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
-                                 "-c", script, str(REPO_ROOT), str(root)], capture_output=True, text=True, timeout=60)
+                                 "-I", "-c", script, str(root), str(landing)], capture_output=True, text=True,
+                                timeout=60)
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.strip() == "['tenants/zzz/jobs/j1/manifest.yaml']"
     finally:
