@@ -34,8 +34,9 @@ from dagster import (
 )
 
 from ft_assets.jobs import finetune_job
+from ft_assets.partition import publish
 from ftpipe.admission import admit
-from ftpipe.landing import TENANTS_PREFIX, match_job_key, match_manifest_key, results_key
+from ftpipe.landing import TENANTS_PREFIX, match_job_key, match_manifest_key
 from ftpipe.manifest import MAX_MANIFEST_BYTES
 from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
@@ -142,7 +143,6 @@ def _reject(context: SensorEvaluationContext, store, tenant: str, job: str, reas
     tenant that broke its own results area (a file or a link in its place) is told nothing, and only that."""
     context.log.warning(f"refused {tenant}/{job}: {reason[:500]}")
     try:
-        store.write_bytes(results_key(tenant, job, "rejected.md"),
-                          f"# Job rejected\n\n{reason}\n".encode("utf-8", "backslashreplace"), overwrite=True)
+        publish(store, tenant, job, "rejected.md", f"# Job rejected\n\n{reason}\n")
     except (OSError, ValueError) as exc:
         context.log.warning(f"could not write the refusal of {tenant}/{job} into its results area: {exc}")

@@ -77,8 +77,9 @@ def _model_files(path: Path) -> list[os.DirEntry]:
 def _digests(path: Path, cache_dir: Path) -> dict:
     """Digests of a saved model directory, cached under the platform's ``cache_dir`` by the files' stat."""
     entries = _model_files(path)
+    stats = [(e.name, e.stat()) for e in entries]
     fingerprint = combine(_DIGEST_VERSION, str(path.resolve()),
-                          *(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in entries))
+                          *(f"{name}:{st.st_size}:{st.st_mtime_ns}" for name, st in stats))
     cached = cache_dir / "digests" / f"{fingerprint[:32]}.json"
     try:
         return json.loads(cached.read_text())

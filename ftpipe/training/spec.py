@@ -78,17 +78,22 @@ def _flag(value) -> bool:
     raise ValueError(f"must be true or false, not {value!r}")
 
 
+def _as_float(value, what: str) -> float:
+    """A manifest's number, string or not, as a float (infinite past any float); ``what`` names it in errors."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"must be {what}, not {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond any float: certainly out of range
+        return math.inf if value > 0 else -math.inf
+    except ValueError:
+        raise ValueError(f"must be {what}, not {str(value)[:40]!r}") from None
+
+
 def _integer(low: int, high: int, also: tuple[int, ...] = ()):
     """A whole number in [low, high]: a float that is not whole (2.5) or a bool is refused, never truncated."""
     def convert(value) -> int:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise ValueError(f"must be a whole number, not {type(value).__name__}")
-        try:
-            number = float(value)
-        except OverflowError:  # an integer beyond any float: certainly out of range
-            number = math.inf if value > 0 else -math.inf
-        except ValueError:
-            raise ValueError(f"must be a whole number, not {str(value)[:40]!r}") from None
+        number = _as_float(value, "a whole number")
         if not math.isfinite(number) or number != int(number):
             raise ValueError(f"must be a whole number, not {str(value)[:40]}")  # NaN, infinite, or 2.5
         if not (low <= number <= high or number in also):
@@ -101,14 +106,7 @@ def _integer(low: int, high: int, also: tuple[int, ...] = ()):
 def _number(low: float, high: float, low_open: bool = False):
     """A finite number in [low, high] (or (low, high] with ``low_open``): NaN and infinities are refused."""
     def convert(value) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise ValueError(f"must be a number, not {type(value).__name__}")
-        try:
-            number = float(value)
-        except OverflowError:
-            number = math.inf if value > 0 else -math.inf
-        except ValueError:
-            raise ValueError(f"must be a number, not {str(value)[:40]!r}") from None
+        number = _as_float(value, "a number")
         if not math.isfinite(number):
             raise ValueError(f"must be a finite number, not {number}")
         if number < low or number > high or (low_open and number == low):
