@@ -7,15 +7,15 @@ import polars as pl
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
-    Failure,
     MetadataValue,
     Output,
     asset,
 )
 
-from ft_assets.partition import ERROR_CLASS_KEY, USER_ERROR, publish, tenant_job
+from ft_assets.checks import check_spec, warning_check_results, warning_check_specs
+from ft_assets.partition import fail_on_input, publish, tenant_job
+from ft_assets.training import pool_calibration
 from ftpipe.admission import serving_problems
 from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.catalog.adapters import now_utc
@@ -39,7 +39,12 @@ from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import ObjectTooLarge, UnsafeObject
 from ftpipe.tenants import PlatformConfig
 from ftpipe.training.autoconfig import DoesNotFit
-from ftpipe.training.cost import RUNTIME_GRACE_SECONDS, RUNTIME_HEADROOM, runtime_limit_seconds
+from ftpipe.training.cost import (
+    RUNTIME_GRACE_SECONDS,
+    RUNTIME_HEADROOM,
+    calibrated_seconds,
+    runtime_limit_seconds,
+)
 from ftpipe.training.plan import plan_training
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
@@ -53,17 +58,12 @@ from resources import (
 from sensors.run_tags import EXPECTED_SECONDS_TAG, POOL_TAG
 
 
-def _user_failure(store, tenant: str, job: str, message: str) -> Failure:
-    publish(store, tenant, job, "rejected.md", f"# Job {tenant}/{job} was rejected\n\n{message}\n")
-    return Failure(description=message, metadata={ERROR_CLASS_KEY: USER_ERROR})
-
-
-def _check_job_size(config: PlatformConfig, tenant: str, job: str, estimated_gpu_hours: float, store) -> None:
+def _check_job_size(context: AssetExecutionContext, config: PlatformConfig, tenant: str, job: str, estimated_gpu_hours: float, store) -> None:
     """The tier's cap on one job: a job planned far beyond it (a billion epochs, say) never starts."""
     tier_name = config.tenant(tenant).tier
     cap = config.tiers[tier_name].max_gpu_hours_per_job
     if cap is not None and estimated_gpu_hours > cap:
-        raise _user_failure(store, tenant, job, (
+        raise fail_on_input(context, store, tenant, job, (
             f"the job is estimated at {estimated_gpu_hours:,.3g} GPU-hours; the {tier_name} tier allows at most "
             f"{cap:g} per job (see the training plan in validation.md: fewer epochs or max_steps, less data, "
             "or a smaller max_seq_len bring it down)"))
@@ -78,7 +78,7 @@ def _check_quota(context: AssetExecutionContext, catalog: CatalogResource, confi
     decision = decide_for_tenant(config, tenant, catalog.ledger().charged_hours(month).get(tenant, 0.0), month,
                                  estimated_gpu_hours)
     if not decision.allowed:
-        raise _user_failure(store, tenant, job, decision.message)
+        raise fail_on_input(context, store, tenant, job, decision.message)
     if decision.over_soft_quota:
         context.log.warning(decision.message)
 
@@ -93,7 +93,7 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, ar
     try:
         manifest = parse_manifest(store.read_bytes(key, max_bytes=MAX_MANIFEST_BYTES), source=key)
     except (ManifestError, UnsafeObject, ObjectTooLarge) as exc:
-        raise _user_failure(store, tenant, job, str(exc)) from None
+        raise fail_on_input(context, store, tenant, job, str(exc)) from None
     files = {"train": manifest.dataset} | ({"eval": manifest.eval_dataset} if manifest.eval_dataset else {})
     max_bytes = int(platform.config().tier_of(tenant).max_upload_gb * 2**30)
     layout = artifacts.layout()
@@ -106,12 +106,12 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, ar
             field = "dataset" if role == "train" else "eval_dataset"
             try:
                 if store.stat(job_file_key(tenant, job, name)) is None:
-                    raise _user_failure(store, tenant, job, f"{key}: field '{field}' names '{name}', which is not in "
+                    raise fail_on_input(context, store, tenant, job, f"{key}: field '{field}' names '{name}', which is not in "
                                         "the job folder")
                 local[role] = Path(tmp) / name
                 store.download(job_file_key(tenant, job, name), local[role], max_bytes=max_bytes)
             except (UnsafeObject, ObjectTooLarge, ValueError) as exc:  # ValueError: a name no store can hold
-                raise _user_failure(store, tenant, job, f"{key}: field '{field}': {exc}") from None
+                raise fail_on_input(context, store, tenant, job, f"{key}: field '{field}': {exc}") from None
         digest = combine(*(f"{role}:{file_sha256(p)}" for role, p in sorted(local.items())))
         snapshot = layout.snapshot_dir(tenant, job, digest)
         snapshot.mkdir(parents=True, exist_ok=True)
@@ -131,25 +131,11 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, ar
     })
 
 
-def _check_results(warnings, kinds) -> list[AssetCheckResult]:
-    """One WARN check per warning kind, so that the UI shows each kind's history on its own."""
-    found = {w.kind: w for w in warnings}
-    return [
-        AssetCheckResult(
-            check_name=kind, passed=kind not in found, severity=AssetCheckSeverity.WARN,
-            description=str(found[kind]) if kind in found else None,
-            metadata={"count": found[kind].count if kind in found else 0},
-        )
-        for kind in kinds
-    ]
-
-
 @asset(
     partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"polars", "pandera"},
-    check_specs=[AssetCheckSpec("schema", asset="validated_dataset", blocking=True,
-                                description="pandera model of the normalized examples; errors block training")]
-    + [AssetCheckSpec(kind, asset="validated_dataset", description=f"warning: {kind.replace('_', ' ')}")
-       for kind in WARNING_KINDS],
+    check_specs=[check_spec("schema", "validated_dataset", blocking=True,
+                            description="pandera model of the normalized examples; errors block training")]
+    + warning_check_specs("validated_dataset", WARNING_KINDS),
 )
 def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing: LandingZoneResource,
                       artifacts: ArtifactStoreResource, platform: PlatformResource):
@@ -174,23 +160,18 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
                                     manifest["min_examples"], platform.config().tier_of(tenant).max_examples,
                                     manifest["objective"], progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES)
     except UnsupportedFormat as exc:
-        raise _user_failure(store, tenant, job, str(exc)) from None
+        raise fail_on_input(context, store, tenant, job, str(exc)) from None
     outcome = check.outcome
 
     report_md = report_markdown(check, f"{tenant}/{job}")
     publish(store, tenant, job, "validation.md", report_md)
     report_key = publish(store, tenant, job, "validation.json", report_json(check))
     for line in outcome.error_lines()[:20]:
-        context.log.warning(line)
+        context.log.error(line)
     for warning in check.warnings:
         context.log.warning(f"{warning.kind}: {warning}")
 
-    yield Output(
-        {**raw_dataset, "examples_file": str(out_file), "check": check},
-        metadata={**check.stats, "errors": outcome.n_errors,
-                  "warnings": sum(w.count for w in check.warnings),
-                  "report": MetadataValue.md(report_md), "report_key": report_key},
-    )
+    # The checks first: a blocking failure then fails the step, and the partition shows failed, not materialized.
     yield AssetCheckResult(
         check_name="schema",
         passed=outcome.passed,
@@ -199,15 +180,26 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
         metadata={"errors": outcome.n_errors,
                   "first_errors": MetadataValue.md("\n".join(f"- {e}" for e in outcome.error_lines()[:20]) or "none")},
     )
-    yield from _check_results(check.warnings, WARNING_KINDS)
+    yield from warning_check_results(check.warnings, WARNING_KINDS)
+    if not outcome.passed:
+        # The rows first: a file-level count ("too few valid examples") follows from them.
+        first = "; ".join(([str(e) for e in outcome.errors] + outcome.dataset_errors)[:3])
+        raise fail_on_input(context, store, tenant, job, (
+            f"validation found {outcome.n_errors:,} error(s) in the upload (validation.md lists them): {first}"),
+            report=None)
+    yield Output(
+        {**raw_dataset, "examples_file": str(out_file), "check": check},
+        metadata={**check.stats, "errors": outcome.n_errors,
+                  "warnings": sum(w.count for w in check.warnings),
+                  "report": MetadataValue.md(report_md), "report_key": report_key},
+    )
 
 
 @asset(
     partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"parquet"},
-    check_specs=[AssetCheckSpec("fits_max_seq_len", asset="tokenized_dataset", blocking=True,
-                                description="every example fits max_seq_len after the chat template")]
-    + [AssetCheckSpec(kind, asset="tokenized_dataset", description=f"warning: {kind.replace('_', ' ')}")
-       for kind in PREFLIGHT_WARNING_KINDS],
+    check_specs=[check_spec("fits_max_seq_len", "tokenized_dataset", blocking=True,
+                            description="every example fits max_seq_len after the chat template")]
+    + warning_check_specs("tokenized_dataset", PREFLIGHT_WARNING_KINDS),
 )
 def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, base_models: BaseModelsResource,
                       artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource,
@@ -224,12 +216,12 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     try:
         base = base_models.registry().resolve(manifest["base_model"])
     except BaseModelNotFound as exc:
-        raise _user_failure(store, tenant, job, f"manifest.yaml: field 'base_model': {exc}") from None
+        raise fail_on_input(context, store, tenant, job, f"manifest.yaml: field 'base_model': {exc}") from None
     config = platform.config()
     # Admission checked these already; a run launched by hand from the UI did not pass through it.
     unservable = serving_problems(JobManifest.model_validate(manifest), config.serving, "manifest.yaml")
     if unservable:
-        raise _user_failure(store, tenant, job, "; ".join(unservable))
+        raise fail_on_input(context, store, tenant, job, "; ".join(unservable))
     hyperparameters = manifest["hyperparameters"]
     max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
     # Packing happens when training reads the cache, so packed and unpacked jobs share one entry.
@@ -251,10 +243,10 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
             tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
                                 cache_file, max_len, manifest["objective"], progress)
         except TemplateRefused as exc:
-            raise _user_failure(store, tenant, job, f"{exc}; the base model {manifest['base_model']} cannot train "
+            raise fail_on_input(context, store, tenant, job, f"{exc}; the base model {manifest['base_model']} cannot train "
                                 "on it as it is") from None
         except TemplateSpansMismatch as exc:
-            raise _user_failure(store, tenant, job, f"messages[].weight: {exc}; the base model "
+            raise fail_on_input(context, store, tenant, job, f"messages[].weight: {exc}; the base model "
                                 f"{manifest['base_model']} cannot honour message weights, remove them") from None
     stats_table = pl.read_parquet(cache_file, columns=PREFLIGHT_COLUMNS)
     # The pool admission routed the job to (a run launched by hand has the default pool's tag).
@@ -265,7 +257,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
                              hyperparameters, str(cache_file), stats_table.height,
                              int(stats_table["n_tokens"].max() or 0), pool)
     except DoesNotFit as exc:
-        raise _user_failure(store, tenant, job, f"manifest.yaml: {exc}") from None
+        raise fail_on_input(context, store, tenant, job, f"manifest.yaml: {exc}") from None
     epochs = plan.spec.epochs_to_run(stats_table.height, pool.gpus_per_slot)
     preflight = run_preflight(stats_table, max_len, epochs, base.num_parameters, pool_name, pool)
     preflight.plan = plan.rows
@@ -278,13 +270,30 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     publish(store, tenant, job, "validation.md", report_md)
     publish(store, tenant, job, "validation.json", report_json(check, preflight))
     for error in preflight.errors[:20]:
-        context.log.warning(str(error))
-    _check_job_size(config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
+        context.log.error(str(error))
+    yield AssetCheckResult(
+        check_name="fits_max_seq_len", passed=preflight.passed, severity=AssetCheckSeverity.ERROR,
+        description=None if preflight.passed else "; ".join(str(e) for e in preflight.errors[:5]),
+        metadata={"too_long": preflight.n_errors},
+    )
+    yield from warning_check_results(preflight.warnings, PREFLIGHT_WARNING_KINDS)
+    if not preflight.passed:
+        raise fail_on_input(context, store, tenant, job, (
+            f"{preflight.n_errors:,} example(s) do not fit max_seq_len={max_len} after the chat template "
+            f"(validation.md lists them): {preflight.errors[0]}"), report=None)
+    _check_job_size(context, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
     _check_quota(context, catalog, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
-    # How long the job should hold its slot: preemption spares runs that are far along.
-    expected_s = preflight.stats["estimated_gpu_hours"] * 3600 / pool.gpus_per_slot
-    context.instance.add_run_tags(context.run_id, {EXPECTED_SECONDS_TAG: f"{expected_s:.0f}"})
-    plan.spec.max_runtime_seconds = runtime_limit_seconds(expected_s)
+    # How long the job should hold its slot: preemption spares runs that are far along. The FLOP estimate is
+    # corrected by what the pool's recent trainings measured (startup included); both are recorded.
+    estimated_s = preflight.stats["estimated_gpu_hours"] * 3600 / pool.gpus_per_slot
+    calibration = pool_calibration(context.instance, pool_name)
+    expected_s = calibrated_seconds(estimated_s, calibration)
+    context.instance.add_run_tags(context.run_id, {EXPECTED_SECONDS_TAG: f"{max(expected_s, 1):.0f}"})
+    context.log.info(f"plan: expected {expected_s:.3g} s on {pool_name} (FLOP estimate {estimated_s:.3g} s, "
+                     f"calibrated on {len(calibration)} recent training(s) of the pool)")
+    # The time limit stays on the uncalibrated estimate: it is part of the spec, whose hash names the training
+    # folder, and a value that moves whenever another job finishes would hide a retry's checkpoints.
+    plan.spec.max_runtime_seconds = runtime_limit_seconds(estimated_s)
     context.log.info(f"plan: max_runtime_seconds={plan.spec.max_runtime_seconds:g} (the estimate x "
                      f"{RUNTIME_HEADROOM:g} + {RUNTIME_GRACE_SECONDS:g} s)")
 
@@ -293,11 +302,6 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
          "spec": plan.spec.to_dict(), "pool": pool_name,
          "data_warnings": {w.kind: w.count for w in [*check.warnings, *preflight.warnings]}},
         metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
-                  "report": MetadataValue.md(report_md)},
+                  "estimated_seconds": float(f"{estimated_s:.3g}"), "expected_seconds": float(f"{expected_s:.3g}"),
+                  "calibration_runs": len(calibration), "report": MetadataValue.md(report_md)},
     )
-    yield AssetCheckResult(
-        check_name="fits_max_seq_len", passed=preflight.passed, severity=AssetCheckSeverity.ERROR,
-        description=None if preflight.passed else "; ".join(str(e) for e in preflight.errors[:5]),
-        metadata={"too_long": preflight.n_errors},
-    )
-    yield from _check_results(preflight.warnings, PREFLIGHT_WARNING_KINDS)

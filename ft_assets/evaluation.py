@@ -42,4 +42,6 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
             f"adapter on {report['n_holdout']} held-out examples and the platform's golden set of "
             f"{report['n_golden']} general questions (`{report['golden_set_digest'][:12]}`).\n\n{table}\n")
     publish(landing.store(), tenant, job, "eval_report.json", json.dumps(report, indent=2))
-    return Output({**adapter, "eval": report}, metadata={**reported, "report": MetadataValue.md(table)})
+    return Output({**adapter, "eval": report}, metadata={
+        **reported, "report": MetadataValue.md(table), "golden_set_digest": report["golden_set_digest"],
+        "n_golden": report["n_golden"]})

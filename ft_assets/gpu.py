@@ -1,8 +1,11 @@
 """GPU work of a run, pinned to devices it leases from its pool (``ftpipe.leases``)."""
 
+import os
+
 from dagster import AssetExecutionContext, DagsterInstance
 from dagster._core.pipes.client import PipesClientCompletedInvocation
 
+from ftpipe.launch.command import WATCH_PID_ENV
 from ftpipe.leases import Lease, process_is_gone
 from ftpipe.tenants import PoolConfig
 from resources import CatalogResource, TrainerLauncherResource
@@ -22,6 +25,8 @@ def run_on_pool(context: AssetExecutionContext, trainer: TrainerLauncherResource
     whatever number of ``processes`` use them (default: one per GPU)."""
     if trainer.backend == "kubernetes":  # the kubelet assigns a pod its GPUs
         return trainer.run(context, module, extras, pool=pool, labels=labels, processes=processes)
+    # The worker stops when this process dies, even under torchrun, whose workers are its grandchildren.
+    trainer = trainer.model_copy(update={"env": {**trainer.env, WATCH_PID_ENV: str(os.getpid())}})
     leases = catalog.leases()
     with leases.hold(pool_name, pool.slots * pool.gpus_per_slot, pool.gpus_per_slot, context.run_id,
                      lambda lease: holder_is_dead(context.instance, lease)) as devices:

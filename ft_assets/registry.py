@@ -2,18 +2,19 @@
 
 import json
 import shutil
+from pathlib import Path
 
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     MetadataValue,
     Output,
     asset,
 )
 
-from ft_assets.partition import publish
+from ft_assets.checks import check_spec
+from ft_assets.partition import fail_on_input, publish, record_outcome
 from ft_assets.serving import refresh_serving_files
 from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, now_utc
 from ftpipe.catalog.serving import check_adapter
@@ -34,18 +35,19 @@ SERVED_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"duckdb"},
-       check_specs=[AssetCheckSpec("quality_gates", asset="registered_adapter", blocking=True,
-                                   description="the platform's and the manifest's quality gates on the evaluation"),
-                    AssetCheckSpec("serving_compatible", asset="registered_adapter", blocking=True,
-                                   description="the serving fleet (vLLM) can load this adapter on its base model")])
+       check_specs=[check_spec("quality_gates", "registered_adapter", blocking=True,
+                               description="the platform's and the manifest's quality gates on the evaluation"),
+                    check_spec("serving_compatible", "registered_adapter", blocking=True,
+                               description="the serving fleet (vLLM) can load this adapter on its base model")])
 def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalog: CatalogResource,
                        artifacts: ArtifactStoreResource, base_models: BaseModelsResource,
                        platform: PlatformResource, landing: LandingZoneResource):
     """Promoted when it passes its quality gates and the serving fleet can load it; otherwise registered as a
     draft, with the reasons and advice in ``quality_gates.md`` for the tenant.
 
-    A failed gate or serving check fails the run (both checks block) after the draft is registered: the job did
-    not produce a servable adapter, and the failure sensor reads the check as the tenant's, so no retry.
+    A failed gate or serving check fails the step after the draft is registered: the job did not produce a
+    servable adapter, the partition shows failed at this stage, and the failure sensor reads the reason as
+    the tenant's, so no retry. A run that resumed a finished training registers nothing new.
     """
     tenant, job = eval_report["tenant"], eval_report["job"]
     platform_config = platform.config()  # read once: gates, serving profile and webhook come from it
@@ -54,18 +56,6 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
                             platform_config.serving, trained_on_digest=trained_on["digest"])
     for problem in serving.problems:
         context.log.warning(f"not servable: {problem}")
-    adapter_id = AdapterRegistry.new_adapter_id(tenant, job)
-    target = artifacts.layout().registry_dir(tenant, adapter_id)
-    target.mkdir(parents=True)
-    for name in SERVED_FILES:
-        shutil.copy2(f"{eval_report['adapter_dir']}/{name}", target / name)
-    # PEFT records the trainer's absolute local path; the served adapter names the base model by its id.
-    config = json.loads((target / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = eval_report["base_model"]["model_id"]
-    (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
-    for name in SERVED_FILES:
-        (target / name).chmod(0o444)  # a registered adapter never changes; a new fine-tune is a new adapter
-
     smoke = eval_report["eval"].get("smoke", {})
     if not smoke.get("passed", False):
         serving.problems.append("smoke generation failed: " + (
@@ -76,30 +66,40 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
         context.log.warning(f"advice: {line}")
     gates_passed = all(g.passed for g in gates)
     status = "promoted" if gates_passed and serving.compatible else "draft"
+
+    registry = catalog.adapters()
+    existing = registry.for_training(tenant, job, eval_report["spec_hash"], eval_report["dataset_digest"])
+    if existing is not None:
+        adapter_id, target, status = existing.adapter_id, Path(existing.path), existing.status
+        context.log.info(f"this training is registered already, as {adapter_id} ({status}); nothing new is "
+                         "registered and the tenant is not notified again")
+        lora_rank = existing.lora_rank
+    else:
+        adapter_id = AdapterRegistry.new_adapter_id(tenant, job)
+        target = artifacts.layout().registry_dir(tenant, adapter_id)
+        lora_rank = _copy_served_files(eval_report, target)
     gates_md = gates_markdown(gates)
     publish(landing.store(), tenant, job, "quality_gates.md", _gates_report(tenant, job, adapter_id, status,
                                                                             gates_md, serving.problems, advice))
-    metrics = {f"{r['task']}_{r['metric']}_{side}": r[side] for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
-    catalog.adapters().register(AdapterRecord(
-        adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run_id,
-        base_model=eval_report["base_model"]["model_id"], base_digest=eval_report["base_model"]["digest"],
-        dataset_digest=eval_report["dataset_digest"], config_hash=eval_report["spec_hash"],
-        method=eval_report["spec"]["method"], lora_rank=config.get("r"), path=str(target), metrics=metrics,
-        status=status, created_at=now_utc(),
-    ))
-    if status == "promoted":
-        refresh_serving_files(catalog, artifacts)  # the fleet's --lora-modules list includes it from now on
-    event = "job.succeeded" if status == "promoted" else "job.gate_failed"
-    notify_tenant(platform_config, tenant, event, f"{context.run_id}:{event}", {
-        "job": job, "run_id": context.run_id, "adapter_id": adapter_id, "status": status,
-        "gates": [g.to_dict() for g in gates], "serving_problems": serving.problems, "advice": advice,
-        "reports": [results_key(tenant, job, name) for name in ("eval_report.md", "quality_gates.md")],
-    }, log=context.log.info)
-    yield Output(
-        {"adapter_id": adapter_id, "path": str(target), "status": status, "serving_problems": serving.problems},
-        metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),
-                  "vllm_lora_module": f"{adapter_id}={target}", "lora_rank": config.get("r")},
-    )
+    if existing is None:
+        metrics = {f"{r['task']}_{r['metric']}_{side}": r[side]
+                   for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
+        registry.register(AdapterRecord(
+            adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run_id,
+            base_model=eval_report["base_model"]["model_id"], base_digest=eval_report["base_model"]["digest"],
+            dataset_digest=eval_report["dataset_digest"], config_hash=eval_report["spec_hash"],
+            method=eval_report["spec"]["method"], lora_rank=lora_rank, path=str(target), metrics=metrics,
+            status=status, created_at=now_utc(),
+        ))
+        if status == "promoted":
+            refresh_serving_files(catalog, artifacts)  # the fleet's --lora-modules list includes it from now on
+        event = "job.succeeded" if status == "promoted" else "job.gate_failed"
+        notify_tenant(platform_config, tenant, event, f"{context.run_id}:{event}", {
+            "job": job, "run_id": context.run_id, "adapter_id": adapter_id, "status": status,
+            "gates": [g.to_dict() for g in gates], "serving_problems": serving.problems, "advice": advice,
+            "reports": [results_key(tenant, job, name) for name in ("eval_report.md", "quality_gates.md")],
+        }, log=context.log.info)
+
     yield AssetCheckResult(
         check_name="quality_gates", passed=gates_passed, severity=AssetCheckSeverity.ERROR,
         description=None if gates_passed else "failed: " + ", ".join(str(g.gate) for g in gates if not g.passed),
@@ -111,6 +111,36 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
         description="; ".join(serving.problems) or None,
         metadata={"problems": MetadataValue.md("\n".join(f"- {p}" for p in serving.problems) or "none")},
     )
+    if status != "promoted":
+        failed = [f"quality gate {g.gate} failed ({_shown(g)})" for g in gates if not g.passed]
+        failed += [f"not servable: {p}" for p in serving.problems]
+        raise fail_on_input(context, landing.store(), tenant, job,
+                            f"adapter {adapter_id} stays a draft: " + "; ".join(failed or ["not promoted"]),
+                            report=None)
+    record_outcome(context, f"promoted as {adapter_id}")
+    yield Output(
+        {"adapter_id": adapter_id, "path": str(target), "status": status, "serving_problems": serving.problems},
+        metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),
+                  "vllm_lora_module": f"{adapter_id}={target}", "lora_rank": lora_rank},
+    )
+
+
+def _shown(result: GateResult) -> str:
+    return f"{result.value:.3g}"
+
+
+def _copy_served_files(eval_report: dict, target: Path) -> int | None:
+    """The adapter's served files into the registry, read-only; returns its LoRA rank."""
+    target.mkdir(parents=True)
+    for name in SERVED_FILES:
+        shutil.copy2(f"{eval_report['adapter_dir']}/{name}", target / name)
+    # PEFT records the trainer's absolute local path; the served adapter names the base model by its id.
+    config = json.loads((target / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = eval_report["base_model"]["model_id"]
+    (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
+    for name in SERVED_FILES:
+        (target / name).chmod(0o444)  # a registered adapter never changes; a new fine-tune is a new adapter
+    return config.get("r")
 
 
 def _quality_gates(eval_report: dict, platform_gates: dict[str, str]) -> tuple[list[GateResult], list[str]]:

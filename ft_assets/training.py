@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetKey, DagsterInstance, Failure, MetadataValue, Output, asset
 
 from ft_assets.gpu import run_on_pool
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
@@ -11,7 +11,9 @@ from ftpipe.catalog.adapters import now_utc
 from ftpipe.digests import combine
 from ftpipe.metering.classify import INTERRUPTED, LOST
 from ftpipe.metering.ledger import UsageRecord
-from ftpipe.training.runner import TRAINING_RESULT
+from ftpipe.tenants import PoolConfig
+from ftpipe.training.cost import estimate_cost
+from ftpipe.training.runner import TRAINING_RESULT, completed_training
 from ftpipe.training.spec import TrainJobSpec
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
@@ -21,7 +23,7 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
-from sensors.run_tags import ATTEMPT_TAG, PREEMPTED_TAG
+from sensors.run_tags import ATTEMPT_TAG, EXPECTED_SECONDS_TAG, PREEMPTED_TAG
 
 
 def _unreported_outcome(context: AssetExecutionContext) -> str:
@@ -37,12 +39,24 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     """An adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata.
 
     The training directory is derived from the resolved spec, so a retried or resumed run of the same
-    partition finds the checkpoints of the runs before it and continues from the newest valid one.
+    partition finds the checkpoints of the runs before it and continues from the newest valid one, and a run
+    of a partition whose training already completed gets that training back, without a trainer or a bill.
     """
     tenant, job = tokenized_dataset["tenant"], tokenized_dataset["job"]
     spec = TrainJobSpec.from_dict(tokenized_dataset["spec"])  # the plan the pre-flight reported
     spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset["base_model"]["digest"])
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
+    finished = completed_training(spec)
+    if finished is not None:
+        context.log.info(f"reusing the finished training in {spec.output_dir} ({finished['steps']} steps): "
+                         "no trainer launched, nothing metered")
+        return Output(
+            {**tokenized_dataset, "adapter_dir": f"{spec.output_dir}/adapter", "spec": spec.to_dict(),
+             "spec_hash": spec_hash, "training": finished},
+            metadata={"reused_training": True, "steps": finished["steps"],
+                      "final_loss": _sig(finished["final_loss"], 4), "spec": MetadataValue.json(spec.to_dict()),
+                      "gpu_seconds": 0.0, "billed": False},
+        )
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
     pool_name = tokenized_dataset["pool"]
     pool = platform.config().pools[pool_name]
@@ -80,6 +94,43 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     return Output(
         {**tokenized_dataset, "adapter_dir": adapter_dir, "spec": spec.to_dict(), "spec_hash": spec_hash,
          "training": training},
-        metadata={**reported, "spec": MetadataValue.json(spec.to_dict()),
-                  "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable},
+        metadata={**reported, "spec": MetadataValue.json(spec.to_dict()), "reused_training": False,
+                  "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable,
+                  **_pace(context, tokenized_dataset["base_model"]["num_parameters"], pool_name, pool, training)},
     )
+
+
+def _sig(x: float, digits: int = 3) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def _pace(context: AssetExecutionContext, num_parameters: int, pool_name: str, pool: PoolConfig,
+          training: dict) -> dict:
+    """This run's training time against the pre-flight's expectation (``ftpipe/expected-seconds``, what
+    preemption reads), and the pair that calibrates that expectation (``pool_calibration``): the training
+    time over the FLOP estimate of the same tokens, and the trainer's time outside training."""
+    seconds, steps = training["seconds"], training["steps_run"]
+    if steps <= 0 or seconds <= 0:
+        return {}
+    # The pre-flight's formula; trained_tokens counts one process's share of each step.
+    estimate = 3600 * estimate_cost(num_parameters, training["trained_tokens"] * pool.gpus_per_slot, pool_name,
+                                    pool.peak_tflops, pool.mfu, pool.gpus_per_slot, 0.0).wall_hours
+    pace = {"pool": pool_name, "measured_seconds": _sig(seconds), "measured_steps": steps,
+            "seconds_per_step": _sig(seconds / steps), "measured_over_estimate": _sig(seconds / estimate),
+            "overhead_seconds": _sig(max(0.0, training["process_seconds"] - seconds))}
+    expected = context.instance.get_run_by_id(context.run_id).tags.get(EXPECTED_SECONDS_TAG)  # tagged mid-run
+    if expected:
+        whole_job = seconds / steps * training["steps"]  # a resumed run extrapolates its pace to every step
+        pace.update(expected_seconds=_sig(float(expected)), expected_over_measured=_sig(float(expected) / whole_job))
+    return pace
+
+
+def pool_calibration(instance: DagsterInstance, pool_name: str, last: int = 20) -> list[tuple[float, float]]:
+    """(measured_over_estimate, overhead_seconds) of the pool's latest trainings, newest first, for
+    ``ftpipe.training.cost.calibrated_seconds``; a reused training measured nothing and is not among them."""
+    runs = []
+    for record in instance.fetch_materializations(AssetKey("adapter"), limit=10 * last).records:
+        metadata = record.asset_materialization.metadata
+        if "measured_over_estimate" in metadata and metadata["pool"].value == pool_name:
+            runs.append((metadata["measured_over_estimate"].value, metadata["overhead_seconds"].value))
+    return runs[:last]

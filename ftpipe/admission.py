@@ -9,7 +9,7 @@ slot fits the job's memory estimate. The data itself is checked later, by the pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ftpipe.basemodel.registry import BaseModelNotFound, BaseModelRegistry
 from ftpipe.catalog.serving import ServingProfile
@@ -25,6 +25,8 @@ class Admission:
     pool: str | None
     refusal: str | None = None
     """Why the job cannot run, for the tenant's ``rejected.md``; None when it queues on ``pool``."""
+    files: dict[str, str] = field(default_factory=dict)
+    """The data files an admitted job needs in its folder, by manifest field (``dataset``, ``eval_dataset``)."""
 
 
 def serving_problems(manifest: JobManifest, serving: ServingProfile, source: str) -> list[str]:
@@ -56,4 +58,5 @@ def admit(manifest_bytes: bytes, source: str, config: PlatformConfig, registry: 
                      lora_r=hyperparameters.get("lora_r"))
     if decision.pool is None:
         return Admission(None, decision.refusal())
-    return Admission(decision.pool)
+    files = {"dataset": manifest.dataset, "eval_dataset": manifest.eval_dataset}
+    return Admission(decision.pool, files={name: file for name, file in files.items() if file is not None})

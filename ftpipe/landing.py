@@ -3,14 +3,19 @@
     tenants/{tenant}/jobs/{job}/manifest.yaml     the submission (written last)
     tenants/{tenant}/jobs/{job}/<dataset files>   the data the manifest names
     tenants/{tenant}/results/{job}/...            reports the platform writes back for the tenant
+    tenants/{tenant}/results/_rejected/{name}.md  why a job folder whose name is not a valid job name was refused
     tenants/{tenant}/billing/{YYYY-MM}.md         the tenant's monthly GPU usage statement
 
 Uploads and results live under separate prefixes so that the platform never writes into what a tenant
-uploaded, and every key is built from validated names so none can leave the tenant's prefix.
+uploaded, and every key is built from validated names so none can leave the tenant's prefix. A job folder
+named against the rules (``Support V1``) has no results folder of its own: its refusal goes to ``_rejected/``,
+which no valid job name can be (``_`` is not allowed in one), under a file name made of the folder's name
+reduced to a-z, 0-9 and '-' plus a hash of the whole name, so two such folders never share a report.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ftpipe.manifest import MANIFEST_NAME
@@ -37,6 +42,14 @@ def manifest_key(tenant: str, job: str) -> str:
 
 def results_key(tenant: str, job: str, name: str) -> str:
     return f"tenants/{validate_name('tenant', tenant)}/results/{validate_name('job', job)}/{name}"
+
+
+def rejected_name_key(tenant: str, job_folder: str) -> str:
+    """Where the refusal of ``tenants/{tenant}/jobs/{job_folder}/`` goes when ``job_folder`` is not a valid job
+    name (the tenant's name must be valid: a key is never built from an invalid one)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", job_folder.lower())[:40].strip("-")
+    digest = hashlib.sha256(job_folder.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return f"tenants/{validate_name('tenant', tenant)}/results/_rejected/{slug + '-' if slug else ''}{digest}.md"
 
 
 def statement_key(tenant: str, month: str) -> str:

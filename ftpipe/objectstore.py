@@ -21,7 +21,7 @@ Public names:
 ``UnsafeObject(ValueError)``, constructed as ``UnsafeObject(message, key=None, path=None, kind=None)``
     Something other than a plain regular file is at a key, or on the way to it: a symbolic link, a hard link,
     a FIFO, a socket, a device, a directory. Raised by ``read_bytes``, ``download`` and ``stat``
-    (reading), and by ``write_bytes`` and ``delete_prefix`` when a folder on the way is not a real folder.
+    (reading), and by ``write_bytes``, ``delete_prefix`` and ``delete`` when a folder on the way is not a real folder.
     The message names the key and what is there, in words meant for the tenant; ``.key`` is the key asked
     for, ``.path`` the entry that is unsafe (the key itself or a folder on the way), and ``.kind`` one of
     ``ObjectInfo``'s kinds.
@@ -29,9 +29,11 @@ Public names:
     The object is larger than the ``max_bytes`` the caller allowed. ``.key``, ``.size`` (the object's size,
     or a lower bound for a file that grew while it was read) and ``.limit``. Nothing beyond
     ``max_bytes + 1`` bytes is ever read.
-``ObjectInfo(key, size, version, kind="file")``
+``ObjectInfo(key, size, version, kind="file", modified="")``
     What ``list`` and ``stat`` return. ``kind`` is ``"file"``, ``"symlink"``, ``"hardlink"`` or
-    ``"special"`` (FIFO, socket, device). S3 has no links: its objects are always ``"file"``.
+    ``"special"`` (FIFO, socket, device). S3 has no links: its objects are always ``"file"``. ``modified``
+    is S3's LastModified, since an S3 version (the ETag) does not change when the same bytes are uploaded
+    again; empty locally, where the version already holds the time of the last write.
 ``ObjectExists(FileExistsError)``
     A write without ``overwrite=True`` found the key taken (by anything, a link included).
 
@@ -51,6 +53,9 @@ Methods of both stores (``ObjectStore``):
     something else is: how a caller tells "missing" from "a link".
 ``write_bytes(key, data, overwrite=False)``, ``delete_prefix(prefix)``
     As before; locally, a link is replaced or removed, never written or deleted through.
+``delete(key)``
+    Remove the one object at ``key``; nothing there is not an error. Locally a link at ``key`` is removed
+    itself, and a link on the way (or a directory at ``key``) is ``UnsafeObject``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ import secrets
 import shutil
 import stat as st_
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
@@ -114,6 +120,9 @@ class ObjectInfo:
     local entry that is not a plain file also its link count and kind)."""
     kind: str = FILE
     """"file", "symlink", "hardlink" (a regular file with more than one name) or "special"."""
+    modified: str = ""
+    """S3's LastModified (UTC, ISO 8601): unlike the ETag it changes when identical bytes are uploaded again.
+    Empty locally, where ``version`` already changes on every write."""
 
 
 class ObjectStore(Protocol):
@@ -126,6 +135,7 @@ class ObjectStore(Protocol):
     def exists(self, key: str) -> bool: ...
     def stat(self, key: str) -> ObjectInfo | None: ...
     def delete_prefix(self, prefix: str) -> int: ...
+    def delete(self, key: str) -> None: ...
 
 
 def _check_key(key: str) -> str:
@@ -144,6 +154,10 @@ def _check_prefix(prefix: str) -> str:
     if not prefix.endswith("/"):
         raise ValueError(f"a prefix to delete must name a folder (end in '/'): {prefix!r}")
     return _check_key(prefix.rstrip("/"))
+
+
+def _utc(when: datetime) -> str:
+    return when.astimezone(timezone.utc).isoformat()
 
 
 def _not_found(key: str) -> FileNotFoundError:
@@ -550,6 +564,24 @@ class LocalObjectStore:
         finally:
             os.close(dfd)
 
+    def delete(self, key: str) -> None:
+        """Remove the object at ``key`` if there is one: a link there is removed itself, never its target."""
+        parts = _check_key(key).split("/")
+        try:
+            dfd = self._open_dirs(key, parts[:-1])
+        except FileNotFoundError:
+            return
+        except _Blocked as blocked:
+            raise _unsafe_write(key, blocked.path, blocked.st, action="delete") from None
+        try:
+            os.unlink(parts[-1], dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            raise _unsafe_write(key, key, _lstat(parts[-1], dfd), action="delete") from None
+        finally:
+            os.close(dfd)
+
 
 class S3ObjectStore:
     def __init__(self, client, bucket: str, prefix: str = ""):
@@ -566,7 +598,8 @@ class S3ObjectStore:
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
             for obj in page.get("Contents", []):
-                out.append(ObjectInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["ETag"].strip('"')))
+                out.append(ObjectInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["ETag"].strip('"'),
+                                      modified=_utc(obj["LastModified"])))
         return out
 
     def _get(self, key: str) -> dict:
@@ -620,7 +653,7 @@ class S3ObjectStore:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise
-        return ObjectInfo(key, head["ContentLength"], head["ETag"].strip('"'))
+        return ObjectInfo(key, head["ContentLength"], head["ETag"].strip('"'), modified=_utc(head["LastModified"]))
 
     def exists(self, key: str) -> bool:
         return self.stat(key) is not None
@@ -635,6 +668,10 @@ class S3ObjectStore:
             if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
                 raise ObjectExists(f"{key} already exists; it is never overwritten") from None
             raise
+
+    def delete(self, key: str) -> None:
+        """Remove the object at ``key`` (on a versioned bucket, hide it behind a delete marker)."""
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under ``prefix``, every version of it on a versioned bucket included."""

@@ -49,7 +49,8 @@ def job_statuses(instance: DagsterInstance, registry: AdapterRegistry, tenant: s
 
 def format_table(rows: list[JobStatus], width: int = 100) -> str:
     headers = ["tenant", "job", "status", "held-out metric (base -> tuned)", "adapter / failure reason"]
-    body = [[r.tenant, r.job, r.status, r.metric or "-", r.adapter or r.reason or "-"] for r in rows]
+    # A failed job shows why, even when it left a draft adapter behind (a failed quality gate).
+    body = [[r.tenant, r.job, r.status, r.metric or "-", r.reason or r.adapter or "-"] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
     widths[-1] = min(widths[-1], width)
 

@@ -1,10 +1,19 @@
-"""Classify failed runs and resume the ones that failed for the platform's reasons, not the tenant's."""
+"""Classify failed runs and resume the ones that failed for the platform's reasons, not the tenant's.
 
+Dagster's own run retries (``run_retries`` in dagster.yaml) would re-run with the parent's tags and config, so
+a retry could neither count its attempt, nor be metered apart, nor tell a tenant's bad input from a lost
+node. This sensor does all three, for every way a run can fail: a step's failure, a launch that never
+started (a code server shutting down), a run worker that died (run monitoring fails its run). Every failed
+run gets its outcome tag (``ftpipe/outcome``), so the Runs list says why it failed.
+"""
+
+import re
 from datetime import datetime, timezone
 
 from dagster import (
     AssetCheckSeverity,
     DagsterEventType,
+    DefaultSensorStatus,
     DagsterInstance,
     DagsterRun,
     RunFailureSensorContext,
@@ -18,7 +27,16 @@ from ftpipe.metering.classify import LOST
 from ftpipe.metering.ledger import UsageRecord
 from ftpipe.notify.webhooks import notify_tenant
 from resources import CatalogResource, PlatformResource
-from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, POOL_TAG, TENANT_TAG, next_attempt
+from sensors.run_tags import (
+    ATTEMPT_TAG,
+    ERROR_CLASS_TAG,
+    JOB_TAG,
+    OUTCOME_TAG,
+    POOL_TAG,
+    TENANT_TAG,
+    next_attempt,
+    outcome_tag_value,
+)
 
 MAX_ATTEMPTS = 3
 TRAINING_STEP = "adapter"
@@ -36,25 +54,60 @@ def _notify_failed(context: RunFailureSensorContext, platform: PlatformResource,
 
 
 def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str]:
-    """(error class, reason) of a failed run: ``user`` for bad input or a failed quality gate."""
+    """(error class, reason) of a failed run: ``user`` for bad input or a failed quality gate.
+
+    A step that fails on the tenant's input says why in its Failure (the whole reason; the outcome tag holds
+    its first line); a blocking check that failed without one is the tenant's too; a run refused before any
+    step (the run coordinator) has only its tags."""
+    failed_check = None
     for record in instance.all_logs(run.run_id, of_type={DagsterEventType.ASSET_CHECK_EVALUATION,
                                                            DagsterEventType.STEP_FAILURE}):
         event = record.dagster_event
         if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
             evaluation = event.event_specific_data
             # Only a failed ERROR check stops a run; WARN checks (data-quality warnings) never do.
-            if not evaluation.passed and evaluation.severity == AssetCheckSeverity.ERROR:
-                return USER_ERROR, f"check {evaluation.check_name} failed: {evaluation.description or ''}".strip()
-        else:
-            data = event.step_failure_data
-            user = data.user_failure_data
-            if user is not None:
-                meta = user.metadata or {}
-                cls = getattr(meta.get(ERROR_CLASS_KEY), "value", PLATFORM_ERROR)
-                return cls, user.description or "failed"
-            message = data.error.message.strip() if data.error else "failed"
-            return PLATFORM_ERROR, message.splitlines()[0][:300]
-    return PLATFORM_ERROR, "run failed before any step ran"
+            if failed_check is None and not evaluation.passed and evaluation.severity == AssetCheckSeverity.ERROR:
+                failed_check = f"check {evaluation.check_name} failed: {evaluation.description or ''}".strip()
+            continue
+        data = event.step_failure_data
+        user = data.user_failure_data
+        if user is not None:
+            meta = user.metadata or {}
+            return getattr(meta.get(ERROR_CLASS_KEY), "value", PLATFORM_ERROR), user.description or "failed"
+        if failed_check:
+            return USER_ERROR, failed_check
+        message = data.error.message.strip() if data.error else "failed"
+        return PLATFORM_ERROR, f"step {record.step_key}: {message.splitlines()[0][:300]}"
+    if failed_check:
+        return USER_ERROR, failed_check
+    if run.tags.get(ERROR_CLASS_TAG) == USER_ERROR:
+        return USER_ERROR, run.tags.get(OUTCOME_TAG, "").removeprefix(f"[{USER_ERROR}] ") or "refused"
+    return PLATFORM_ERROR, _run_level_reason(instance, run)
+
+
+def _run_level_reason(instance: DagsterInstance, run: DagsterRun) -> str:
+    """Why a run failed that no step reported: its launch failed (the daemon's engine event carries the error),
+    or its run worker died (run monitoring or the code server say so)."""
+    steps_done = sum(1 for _ in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_SUCCESS))
+    where = f"after {steps_done} finished step(s)" if steps_done else "before any step finished"
+    records = list(reversed(instance.all_logs(run.run_id, of_type={DagsterEventType.ENGINE_EVENT,
+                                                                   DagsterEventType.RUN_FAILURE})))
+    for record in records:  # an error that Dagster caught says the most
+        error = getattr(record.dagster_event.event_specific_data, "error", None)
+        if error is not None and error.message.strip():
+            return f"{error.message.strip().splitlines()[0][:300]} ({where})"
+    for record in records:
+        message = (record.message or "").strip()
+        worker = _WORKER_STATUS.search(message)
+        if worker:
+            return f"{worker.group(1)} ({where})"
+        if message and not message.startswith(_UNINFORMATIVE):
+            return f"{message.splitlines()[0][:300]} ({where})"
+    return f"the run failed {where}"
+
+
+_WORKER_STATUS = re.compile(r"Detected run worker status \w+: '(.*?)'")
+_UNINFORMATIVE = ("Execution of run", "Started process", "Process for run", "This run has been marked as failed")
 
 
 def meter_lost_attempt(instance: DagsterInstance, run: DagsterRun, platform: PlatformResource,
@@ -79,7 +132,8 @@ def meter_lost_attempt(instance: DagsterInstance, run: DagsterRun, platform: Pla
     return usage if ledger.record(usage) else None
 
 
-@run_failure_sensor(monitored_jobs=[finetune_job], request_job=finetune_job, minimum_interval_seconds=10)
+@run_failure_sensor(monitored_jobs=[finetune_job], request_job=finetune_job, minimum_interval_seconds=10,
+                    default_status=DefaultSensorStatus.RUNNING)
 def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource, catalog: CatalogResource):
     run = context.dagster_run
     lost = meter_lost_attempt(context.instance, run, platform, catalog)
@@ -88,10 +142,19 @@ def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResou
     error_class, reason = failure_reason(context.instance, run)
     attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
     if error_class == USER_ERROR:
-        if not reason.startswith(GATE_FAILURES):  # registered_adapter already sent job.gate_failed
+        _tag_outcome(context, run, error_class, reason)
+        if not reason.startswith(GATE_FAILURES) and "stays a draft" not in reason:  # job.gate_failed went already
             _notify_failed(context, platform, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed on the tenant's input, not retried: {reason}")
     if attempt >= MAX_ATTEMPTS:
+        _tag_outcome(context, run, error_class, f"gave up after {attempt} attempts: {reason}")
         _notify_failed(context, platform, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed {attempt} times; giving up: {reason}")
+    _tag_outcome(context, run, error_class, f"resumed as attempt {attempt + 1}: {reason}")
     return next_attempt(run, run_key=f"{run.run_id}:resume")
+
+
+def _tag_outcome(context: RunFailureSensorContext, run: DagsterRun, error_class: str, reason: str) -> None:
+    if OUTCOME_TAG not in run.tags:  # a step that decided the failure has said it better already
+        context.instance.add_run_tags(run.run_id, {OUTCOME_TAG: outcome_tag_value(reason, error_class),
+                                                   ERROR_CLASS_TAG: error_class})

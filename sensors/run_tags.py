@@ -16,8 +16,24 @@ PRIORITY_TAG = "dagster/priority"
 OVER_QUOTA_TAG = "ftpipe/over-quota"
 EXPECTED_SECONDS_TAG = "ftpipe/expected-seconds"  # set by the pre-flight, read by preemption
 PREEMPTED_TAG = "ftpipe/preempted-for"            # the run that a preempted run made room for
+KIND_TAG = "ftpipe/kind"                          # tenant-job or maintenance: each has its share of the run cap
+TENANT_JOB, MAINTENANCE = "tenant-job", "maintenance"
+OUTCOME_TAG = "ftpipe/outcome"                    # why the run ended, in one line, for the Runs list
+ERROR_CLASS_TAG = "ftpipe/error-class"            # whose fault a failure was: "user" or "platform"
 PARTITION_TAG = "dagster/partition"
 FINETUNE_JOB = "finetune"                          # the one job that runs a tenant's partition
+
+
+MAX_OUTCOME_CHARS = 160
+
+
+def outcome_tag_value(reason: str, error_class: str | None = None) -> str:
+    """``[user] <the reason's first line>`` for a failure, the bare line for a success; short enough for the
+    Runs list. The whole reason is in the run's logs and the tenant's report."""
+    line = (reason.strip().splitlines() or ["failed"])[0]
+    if len(line) > MAX_OUTCOME_CHARS:
+        line = line[:MAX_OUTCOME_CHARS - 1].rstrip() + "…"
+    return f"[{error_class}] {line}" if error_class else line
 
 
 def partition_tags(platform: PlatformConfig, tenant: str, job: str) -> dict[str, str]:
@@ -30,6 +46,7 @@ def run_tags(platform: PlatformConfig, tenant: str, job: str, attempt: int = 1) 
     tags = partition_tags(platform, tenant, job)
     return {
         **tags,
+        KIND_TAG: TENANT_JOB,
         POOL_TAG: platform.default_pool,
         PRIORITY_TAG: str(platform.tiers[tags[TIER_TAG]].priority),
         ATTEMPT_TAG: str(attempt),
@@ -39,6 +56,7 @@ def run_tags(platform: PlatformConfig, tenant: str, job: str, attempt: int = 1) 
 def next_attempt(run: DagsterRun, run_key: str, drop: tuple[str, ...] = ()) -> RunRequest:
     """``run``'s partition again, one attempt later, with its platform tags (pool, tier, priority, ...) less
     ``drop``: the training step finds the checkpoints of the attempts before it and resumes."""
+    drop = (*drop, OUTCOME_TAG, ERROR_CLASS_TAG)  # the new attempt's outcome is its own
     tags = {k: v for k, v in run.tags.items() if (k.startswith("ftpipe/") or k == PRIORITY_TAG) and k not in drop}
     return RunRequest(run_key=run_key, partition_key=run.tags.get(PARTITION_TAG),
                       tags={**tags, ATTEMPT_TAG: str(int(run.tags.get(ATTEMPT_TAG, "1")) + 1)})

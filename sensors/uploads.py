@@ -1,13 +1,20 @@
 """The upload sensor: a new job manifest in the landing zone becomes a partition and a queued run.
 
-The manifest is written last, so its arrival is the submission. The cursor remembers the version of each
-manifest already queued (while it exists), so the same manifest seen again requests nothing, while a
-re-submitted (changed) manifest queues a new run. Run keys carry the version too, as a second guard inside Dagster itself.
+The manifest is written last, so its arrival is the submission. A manifest's version is its content, the
+SHA-256 of its bytes: the same bytes written again (touched, or the same file uploaded again) start nothing
+once that version is queued, while changed bytes queue a new run. The listing's own version of the object
+(size and mtime locally; ETag and LastModified on S3) only tells the sensor when to read a manifest again. A
+refused version is the exception: uploading it again, even unchanged, retries it, since what was wrong may
+have been the data, the quota or the platform.
+
+A manifest whose ``dataset`` or ``eval_dataset`` is not in the job folder yet waits: nothing queues, and
+each tick looks for the files again (one stat each) until they are all there, then queues the job.
+``DATA_WAIT_SECONDS`` after the sensor first saw that version it refuses it, naming the missing files and
+their fields; uploading the manifest again retries. Waiting is logged once and writes nothing.
 
 Admission routes each job to the smallest pool whose slot fits its memory estimate (``ftpipe.routing``); a
-job that fits no pool is refused here, with the estimate, and never queues. A manifest that does not parse,
-or names an unknown base model, is admitted to the default pool: its run fails at once on that error and
-tells the tenant, as every other input error does.
+job that fits no pool is refused here, with the estimate, and never queues. So is a manifest that does not
+parse, names an unknown base model, or asks for what could never be served (``ftpipe.admission``).
 
 Quotas are checked here too, against the month's billable GPU-hours in the usage ledger: a tenant whose
 tier has a hard quota that is used up is refused (the reason lands in its results area); a job over a
@@ -17,9 +24,22 @@ the hard quota again with the job's own estimate, still before any GPU time.
 Every manifest is a stranger's input. Each one is admitted on its own (``ftpipe.admission``): whatever it
 holds, and whatever goes wrong with it, costs that job a ``rejected.md`` and costs the other tenants nothing.
 Its version is recorded in the cursor before it is looked at, so no manifest is tried twice, and a tick
-that has spent its time budget leaves the rest for the next tick instead of timing out.
+that has spent its time budget leaves the rest for the next tick instead of timing out. When a job queues,
+the ``rejected.md`` of an earlier version is removed, so that it never stands beside the new run's reports.
+
+A job folder whose name breaks the naming rules is never read. If only the job name is wrong, the refusal
+goes where the tenant reads it and no valid job's reports can be, ``tenants/{tenant}/results/_rejected/``
+(``ftpipe.landing.rejected_name_key``); if the tenant name is wrong, no key is built from it and the refusal
+is only logged. Either is said once per version of the manifest.
+
+The cursor is a JSON object with one entry per manifest: ``{"v": listing version, "sha256": digest, "state":
+"queued" | "refused" | "waiting" | "ignored"}``, and for a waiting one ``"since"`` (when the sensor first saw
+that version, epoch seconds) and ``"needs"`` (the missing files by field). Fields an entry does not know are
+ignored; an entry that is a plain string (the listing version alone, from before content digests) stands for a
+version already decided, so an upgrade queues nothing again.
 """
 
+import hashlib
 import json
 import time
 from datetime import datetime, timezone
@@ -36,12 +56,19 @@ from dagster import (
 from ft_assets.jobs import finetune_job
 from ft_assets.partition import publish
 from ftpipe.admission import admit
-from ftpipe.landing import TENANTS_PREFIX, match_job_key, match_manifest_key
+from ftpipe.landing import (
+    TENANTS_PREFIX,
+    job_file_key,
+    match_job_key,
+    match_manifest_key,
+    rejected_name_key,
+    results_key,
+)
 from ftpipe.manifest import MAX_MANIFEST_BYTES
 from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
-from ftpipe.objectstore import FILE, ObjectInfo, ObjectTooLarge, UnsafeObject
-from partitions.keys import InvalidName, partition_key
+from ftpipe.objectstore import FILE, ObjectInfo, ObjectStore, ObjectTooLarge, UnsafeObject
+from partitions.keys import InvalidName, partition_key, validate_name
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     BaseModelsResource,
@@ -53,6 +80,11 @@ from sensors.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, POOL_TAG, run
 
 TICK_BUDGET_SECONDS = 30.0
 """Half of Dagster's sensor timeout (60 s): manifests not reached by then wait for the next tick."""
+DATA_WAIT_SECONDS = 600.0
+"""How long a manifest waits for the data files it names, from when the sensor first saw its version."""
+
+QUEUED, REFUSED, WAITING, IGNORED = "queued", "refused", "waiting", "ignored"
+REJECTED = "rejected.md"
 
 
 @sensor(job=finetune_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
@@ -62,14 +94,17 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     config = platform.config()
     registry = base_models.registry()
     known = set(context.instance.get_dynamic_partitions(tenant_jobs_partitions.name))
-    seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    seen = _load_cursor(context.cursor)
     new_keys: list[str] = []
     requests: list[RunRequest] = []
     listed: set[str] = set()
     month = month_of(datetime.now(timezone.utc))
     used_hours: dict[str, float] | None = None  # read from the ledger once per tick, only when needed
-    pending: list[tuple[str, str, str, ObjectInfo]] = []
-    for obj in store.list(TENANTS_PREFIX):
+    changed: list[tuple[str, str, str, ObjectInfo]] = []
+    waiting: list[tuple[str, str, str, ObjectInfo]] = []
+    objects = store.list(TENANTS_PREFIX)
+    present = {obj.key for obj in objects}
+    for obj in objects:
         # A job folder that is a link is listed as one entry: refused like a linked manifest, never entered.
         match = match_manifest_key(obj.key) or (match_job_key(obj.key) if obj.kind != FILE else None)
         if match is None:
@@ -78,17 +113,31 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
         try:
             key = partition_key(tenant, job)
         except InvalidName:
-            key = obj.key  # still remembered, so that its warning is logged once, not every tick
+            key = obj.key  # still remembered, so that it is refused once, not every tick
         listed.add(key)
-        if seen.get(key) != obj.version:
-            pending.append((tenant, job, key, obj))
+        entry = seen.get(key)
+        if isinstance(entry, str):  # from before content digests: the listing version of a decided manifest
+            entry = seen[key] = {"v": _listing_version(obj) if entry == obj.version else entry}
+        if entry is None or entry.get("v") != _listing_version(obj):
+            changed.append((tenant, job, key, obj))
+        elif entry.get("state") == WAITING:
+            waiting.append((tenant, job, key, obj))
     deadline = time.monotonic() + TICK_BUDGET_SECONDS
-    for decided, (tenant, job, key, obj) in enumerate(_one_per_tenant_in_turn(pending)):
+    # Waiting manifests last: looking for their files again must not hold up anyone's new upload.
+    turns = _one_per_tenant_in_turn(changed) + _one_per_tenant_in_turn(waiting)
+    for decided, (tenant, job, key, obj) in enumerate(turns):
         if decided and time.monotonic() > deadline:
             break  # not recorded: the next tick takes the rest (at least one per tick: it always progresses)
-        seen[key] = obj.version  # recorded first: whatever happens below, this version is not tried again
+        version = _listing_version(obj)
+        old = seen.get(key) or {}
+        if old.get("state") == WAITING and old.get("v") == version and _still_waiting(store, tenant, job, old):
+            continue
+        # Recorded first: whatever happens below, this version is not tried again (a refusal is retried only
+        # when the manifest is uploaded again).
+        entry = seen[key] = {"v": version, "state": REFUSED}
         if key == obj.key:
-            context.log.warning(f"ignoring {obj.key!r}: tenant and job names are 1-63 characters of a-z, 0-9, '-'")
+            entry["state"] = IGNORED
+            _refuse_name(context, store, tenant, job, obj.key)
             continue
         if tenant not in config.tenants:
             _reject(context, store, tenant, job, f"tenant '{tenant}' is not configured on this platform")
@@ -96,35 +145,106 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
         if used_hours is None:  # the platform's own state: if it cannot be read, the tick fails and is retried
             used_hours = catalog.ledger().charged_hours(month)
         quota = decide_for_tenant(config, tenant, used_hours.get(tenant, 0.0), month)
+        missing: dict[str, str] = {}
         try:
             # Read only if it is a regular file of a manifest's size: never through a link, never gigabytes.
-            admission = admit(store.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES), obj.key, config, registry)
+            manifest = store.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES)
+            digest = entry["sha256"] = hashlib.sha256(manifest).hexdigest()
+            if old.get("state") == QUEUED and old.get("sha256") == digest:
+                entry["state"] = QUEUED  # the same bytes written again: this version has had its run
+                continue
+            admission = admit(manifest, obj.key, config, registry)
             refusal = admission.refusal or (None if quota.allowed else quota.message)
+            if not refusal:
+                missing = _missing(store, tenant, job, admission.files)
         except (UnsafeObject, ObjectTooLarge) as exc:
             refusal = str(exc)
         except Exception:  # noqa: BLE001 - one manifest must never stop the others' intake
             context.log.exception(f"admitting {obj.key} failed; the job is refused and the others go on")
             refusal = ("the platform could not admit this job because of an internal error; the operators have "
                        "been told. Submitting the manifest again retries it.")
+        if missing and not refusal:
+            again = old.get("state") == WAITING and old.get("sha256") == digest
+            since = old.get("since", 0) if again else time.time()
+            if time.time() - since < DATA_WAIT_SECONDS:
+                seen[key] = {**entry, "state": WAITING, "since": since, "needs": missing}
+                if not again:
+                    context.log.info(f"{tenant}/{job}: waiting up to {DATA_WAIT_SECONDS:.0f} s for "
+                                     f"{', '.join(sorted(missing.values()))} before queueing it")
+                continue
+            refusal = "; ".join(
+                f"{obj.key}: field '{field}': names {name!r}, which is not in the job folder; waited "
+                f"{DATA_WAIT_SECONDS / 60:g} minutes after the manifest arrived. Upload the data files, then "
+                "the manifest again." for field, name in sorted(missing.items()))
         if refusal:
             _reject(context, store, tenant, job, refusal)
             continue
+        entry["state"] = QUEUED
+        if results_key(tenant, job, REJECTED) in present:
+            _remove_old_refusal(context, store, tenant, job)
         if key not in known and key not in new_keys:
             new_keys.append(key)
         requests.append(RunRequest(
-            run_key=f"{key}@{obj.version}",
+            # The listing version too: a tenant who goes back to an earlier manifest (A, B, then A again) gets a
+            # run, where Dagster would skip a run key it has seen.
+            run_key=f"{key}@{digest}@{version}",
             partition_key=key,
-            tags={**run_tags(config, tenant, job), POOL_TAG: admission.pool, MANIFEST_VERSION_TAG: obj.version,
+            tags={**run_tags(config, tenant, job), POOL_TAG: admission.pool, MANIFEST_VERSION_TAG: digest,
                   **({OVER_QUOTA_TAG: "soft"} if quota.over_soft_quota else {})},
         ))
     # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and
     # a job uploaded again after its deletion is new.
-    seen = {key: version for key, version in seen.items() if key in listed}
+    seen = {key: entry for key, entry in seen.items() if key in listed}
     return SensorResult(
-        cursor=json.dumps(seen, sort_keys=True),
+        cursor=json.dumps(seen, sort_keys=True, separators=(",", ":")),
         run_requests=requests,
         dynamic_partitions_requests=[tenant_jobs_partitions.build_add_request(new_keys)] if new_keys else [],
     )
+
+
+def _load_cursor(cursor: str | None) -> dict[str, dict | str]:
+    """The entries this sensor can read; anything else is forgotten (its manifest is looked at again)."""
+    try:
+        entries = json.loads(cursor) if cursor else {}
+    except ValueError:
+        return {}
+    if not isinstance(entries, dict):
+        return {}
+    return {key: entry for key, entry in entries.items() if isinstance(entry, str) or _readable(entry)}
+
+
+def _readable(entry: object) -> bool:
+    return (isinstance(entry, dict) and isinstance(entry.get("v"), str)
+            and isinstance(entry.get("since", 0), int | float) and isinstance(entry.get("needs", {}), dict))
+
+
+def _listing_version(obj: ObjectInfo) -> str:
+    # An S3 ETag is the content's MD5: only LastModified tells that the same bytes were uploaded again.
+    return f"{obj.version}@{obj.modified}" if obj.modified else obj.version
+
+
+def _missing(store: ObjectStore, tenant: str, job: str, files: dict[str, str]) -> dict[str, str]:
+    """The files, by manifest field, of which nothing is in the job folder. Something unsafe there (a link, a
+    FIFO) is not missing: the run refuses it by name, as it refuses any bad data."""
+    missing = {}
+    for field, name in files.items():
+        try:
+            if store.stat(job_file_key(tenant, job, name)) is None:
+                missing[field] = name
+        except UnsafeObject:
+            pass
+    return missing
+
+
+def _still_waiting(store: ObjectStore, tenant: str, job: str, entry: dict) -> bool:
+    """True for a waiting manifest whose wait is not over and whose files are still missing: nothing to do or
+    say. Otherwise the manifest is looked at in full, which queues or refuses it."""
+    try:
+        if time.time() - entry.get("since", 0) >= DATA_WAIT_SECONDS:
+            return False
+        return bool(_missing(store, tenant, job, entry.get("needs") or {}))
+    except Exception:  # noqa: BLE001 - the full look refuses the job with the reason, like any other failure
+        return False
 
 
 def _one_per_tenant_in_turn(pending: list[tuple]) -> list[tuple]:
@@ -143,6 +263,38 @@ def _reject(context: SensorEvaluationContext, store, tenant: str, job: str, reas
     tenant that broke its own results area (a file or a link in its place) is told nothing, and only that."""
     context.log.warning(f"refused {tenant}/{job}: {reason[:500]}")
     try:
-        publish(store, tenant, job, "rejected.md", f"# Job rejected\n\n{reason}\n")
+        publish(store, tenant, job, REJECTED, f"# Job rejected\n\n{reason}\n")
     except (OSError, ValueError) as exc:
         context.log.warning(f"could not write the refusal of {tenant}/{job} into its results area: {exc}")
+
+
+def _refuse_name(context: SensorEvaluationContext, store, tenant: str, job: str, key: str) -> None:
+    """A folder named against the rules is never read. Its tenant is told where it reads its reports, unless
+    the tenant's own name is the wrong one: no key is ever built from an invalid tenant name."""
+    tenant_problem = _name_problem("tenant", tenant)
+    reason = tenant_problem or _name_problem("job", job)
+    context.log.warning(f"ignoring {key!r}: {reason}")
+    if tenant_problem:
+        return
+    text = (f"# Job rejected\n\n{key}: {reason}. Nothing in the folder was read; upload the job again into a "
+            "folder with a valid name, its manifest last.\n")
+    try:
+        store.write_bytes(rejected_name_key(tenant, job), text.encode("utf-8", "backslashreplace"), overwrite=True)
+    except (OSError, ValueError) as exc:
+        context.log.warning(f"could not write the refusal of {key!r} into its tenant's results area: {exc}")
+
+
+def _name_problem(kind: str, name: str) -> str | None:
+    try:
+        validate_name(kind, name)
+    except InvalidName as exc:
+        return str(exc)
+    return None
+
+
+def _remove_old_refusal(context: SensorEvaluationContext, store, tenant: str, job: str) -> None:
+    """The refusal of an earlier version must not stand beside the reports of the run queued now."""
+    try:
+        store.delete(results_key(tenant, job, REJECTED))
+    except Exception as exc:  # noqa: BLE001 - e.g. no s3:DeleteObject: a stale report must not stop the intake
+        context.log.warning(f"could not remove the earlier refusal of {tenant}/{job}: {exc}")

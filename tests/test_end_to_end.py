@@ -48,7 +48,8 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
 
     assert rows["acme"].status == "SUCCESS", "\n".join(lines)
     assert rows["initech"].status == "FAILURE"
-    assert rows["initech"].reason.startswith("[user] check schema failed: tickets.jsonl line 11, record: invalid JSON")
+    assert rows["initech"].reason.startswith("[user] validation found")
+    assert "tickets.jsonl line 11, record: invalid JSON" in rows["initech"].reason
     assert not (home / "artifacts" / "tenants" / "initech" / "jobs" / rows["initech"].job / "training").exists()
 
     adapters = {a.tenant: a for a in registry.list()}

@@ -160,12 +160,15 @@ def test_hostile_data_files_fail_as_the_tenants_error_before_tokenization(world,
         queued = sorted(r.partition_key for r in tick.run_requests)
         (added,) = tick.dynamic_partitions_requests
         instance.add_dynamic_partitions("tenant_jobs", list(added.partition_keys))  # as the daemon does
+        instance.add_dynamic_partitions("tenant_jobs", ["acme__data-missing"])  # as a hand launch would
         # The folder that is a link to the victim's is refused by the sensor itself: its manifest is read
         # through a link.
         assert "acme__data-dir-symlink" not in queued
         assert "initech__good-v1" in queued
+        # A manifest whose data is not there (yet) waits for it; its run, launched anyway, names the file.
+        assert json.loads(tick.cursor)["acme__data-missing"]["state"] == "waiting"
         assert (set(queued) - {"initech__good-v1", "initech__v1"}) == {
-            f"acme__{job}" for job in CASES if job != "data-dir-symlink"}
+            f"acme__{job}" for job in CASES if job not in ("data-dir-symlink", "data-missing")}
         for job, (_, _, expected) in CASES.items():
             if job == "data-dir-symlink":
                 assert expected in store.read_bytes(results_key("acme", job, "rejected.md")).decode()

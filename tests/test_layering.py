@@ -39,29 +39,12 @@ def test_definitions_load():
                                                 "refresh_serving_config_schedule"}
 
 
-def test_a_partition_launched_by_hand_is_queued_with_the_pool_tier_and_priority_tags():
-    """A platform engineer's Launchpad run carries only its partition; the instance's run coordinator gives it
-    the tags a first attempt from the upload sensor has, so the same limits hold it."""
-    from dagster import DagsterRunStatus, SubmitRunContext, instance_for_test
-    from dagster._core.test_utils import create_run_for_test
+def test_the_coordinators_tenant_job_assets_are_the_assets_partitioned_by_tenant_job():
+    from ft_assets.definitions import ASSETS
+    from partitions.tenant_jobs import tenant_jobs_partitions
+    from resources.run_coordinator import TENANT_JOB_ASSETS
 
-    from tests.helpers.origins import finetune_origin
-
-    with instance_for_test(overrides={"run_coordinator": {"module": "resources.run_coordinator",
-                                                          "class": "PlatformRunCoordinator"}}) as instance:
-        by_hand = create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.NOT_STARTED,
-                                      remote_job_origin=finetune_origin(), tags={"dagster/partition": "acme__support-v1", "ftpipe/tenant": "acme"})
-        queued = instance.run_coordinator.submit_run(SubmitRunContext(by_hand, workspace=None))
-        assert queued.status == DagsterRunStatus.QUEUED
-        assert {k: v for k, v in queued.tags.items() if k.startswith(("ftpipe/", "dagster/priority"))} == {
-            "ftpipe/tenant": "acme", "ftpipe/job": "support-v1", "ftpipe/tier": "premium",
-            "ftpipe/pool": "cpu-local", "dagster/priority": "10", "ftpipe/attempt": "1"}
-        # A sensor's run keeps every tag it was given.
-        tags = {"dagster/partition": "acme__support-v1", "ftpipe/pool": "h100x4", "ftpipe/attempt": "3"}
-        routed = create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.NOT_STARTED,
-                                     remote_job_origin=finetune_origin(), tags=tags)
-        queued = instance.run_coordinator.submit_run(SubmitRunContext(routed, workspace=None))
-        assert (queued.tags["ftpipe/pool"], queued.tags["ftpipe/attempt"]) == ("h100x4", "3")
+    assert TENANT_JOB_ASSETS == {a.key.to_user_string() for a in ASSETS if a.partitions_def == tenant_jobs_partitions}
 
 
 def test_a_sensors_pool_attempt_and_priority_survive_the_partitions_own_tags():

@@ -1,5 +1,6 @@
 """Random bytes and random YAML at the manifest path: admission answers every one, and nothing escapes."""
 
+import json
 import os
 
 import yaml
@@ -89,6 +90,7 @@ def test_a_tick_over_random_manifests_still_queues_the_good_job(tiny_model, tmp_
     store = LandingZoneResource(url=str(root)).store()
     for i, body in enumerate(bodies):
         store.write_bytes(f"tenants/evil/jobs/j{i}/manifest.yaml", body)
+    store.write_bytes("tenants/good/jobs/ok/t.jsonl", b'{"prompt": "q", "completion": "a"}\n')
     store.write_bytes("tenants/good/jobs/ok/manifest.yaml", b"base_model: ftpipe/tiny-llama\ndataset: t.jsonl\n")
     platform = root / "tenants.yaml"
     platform.write_text(yaml.safe_dump(CONFIG.model_dump(mode="json")))
@@ -98,6 +100,8 @@ def test_a_tick_over_random_manifests_still_queues_the_good_job(tiny_model, tmp_
     with instance_for_test() as instance:
         result = upload_sensor(build_sensor_context(instance=instance, resources=resources))
     assert "good__ok" in [r.partition_key for r in result.run_requests]
+    cursor = json.loads(result.cursor)
     for i in range(len(bodies)):
+        # Refused, queued, or (a manifest that admits but names a file not uploaded) waiting for its data.
         assert store.exists(f"tenants/evil/results/j{i}/rejected.md") or any(
-            r.partition_key == f"evil__j{i}" for r in result.run_requests)
+            r.partition_key == f"evil__j{i}" for r in result.run_requests) or cursor[f"evil__j{i}"]["state"] == "waiting"

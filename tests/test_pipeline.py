@@ -76,7 +76,10 @@ def test_broken_rows_block_the_run_before_any_training(local_resources):
     with instance_for_test() as instance:
         result, run = _run(instance, local_resources, "initech", "helpdesk-v1")
         assert run.status == DagsterRunStatus.FAILURE
-        assert failure_reason(instance, run) == ("user", "check schema failed: t.jsonl line 5, messages: no assistant turn")
+        error_class, reason = failure_reason(instance, run)
+        assert error_class == "user" and reason.startswith("validation found 1 error(s) in the upload")
+        assert reason.endswith("t.jsonl line 5, messages: no assistant turn")
+        assert run.tags["ftpipe/outcome"].startswith("[user] validation found 1 error(s)")
         assert not result.asset_materializations_for_node("adapter")
     job_dir = Path(local_resources["artifacts"].root) / "tenants" / "initech" / "jobs" / "helpdesk-v1"
     assert not (job_dir / "training").exists()  # no GPU time spent
@@ -181,7 +184,8 @@ def test_preflight_blocks_examples_too_long_for_the_template_and_warnings_do_not
         error_class, reason = failure_reason(instance, run)
     assert checks["schema"].passed and not checks["exact_duplicates"].passed  # the warning did not block
     assert not checks["fits_max_seq_len"].passed
-    assert error_class == "user" and reason.startswith("check fits_max_seq_len failed: t.jsonl line 11, messages: ")
+    assert error_class == "user" and reason.startswith("1 example(s) do not fit max_seq_len=64")
+    assert "t.jsonl line 11, messages: " in reason
     assert "tokens after the chat template; max_seq_len is 64" in reason
     assert not (Path(local_resources["artifacts"].root) / "tenants/acme/jobs/long-v1/training").exists()
     report = json.loads(store.read_bytes(results_key("acme", "long-v1", "validation.json")))

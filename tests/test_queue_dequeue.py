@@ -15,7 +15,7 @@ from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from ftpipe.tenants import load_platform_config
-from sensors.run_tags import POOL_TAG, PRIORITY_TAG, TENANT_TAG, TIER_TAG
+from sensors.run_tags import KIND_TAG, MAINTENANCE, POOL_TAG, PRIORITY_TAG, TENANT_JOB, TENANT_TAG, TIER_TAG
 from tests.helpers.origins import finetune_origin
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,8 +54,7 @@ def _blocked(run, running, limits, max_concurrent) -> bool:
 
 
 def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
-    config = _coordinator_config(REPO / "dagster.yaml")
-    config = {**config, "max_concurrent_runs": 24}  # a bigger deployment than the demo's, so pools bind
+    config = _coordinator_config(REPO / "docs/deploy/dagster.postgres.yaml")  # production's cap, so pools bind
     limits = _limits(config)
     platform = load_platform_config(REPO / "tenants.yaml")
     tiers = {"premium": platform.tiers["premium"].priority, "standard": platform.tiers["standard"].priority,
@@ -74,7 +73,8 @@ def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
             pool = rng.choices(["h100x1", "h100x4", "h100x8"], weights=[8, 2, 1])[0]
             runs.append(create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.QUEUED,
                                             remote_job_origin=origin, tags={
-                TENANT_TAG: tenant, TIER_TAG: tier, POOL_TAG: pool, PRIORITY_TAG: str(tiers[tier])}))
+                TENANT_TAG: tenant, TIER_TAG: tier, POOL_TAG: pool, PRIORITY_TAG: str(tiers[tier]),
+                KIND_TAG: TENANT_JOB}))
         daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
         launched_order, iterations, peak, passed_over = [], 0, Counter(), 0
         while len(launched_order) < len(runs):
@@ -113,3 +113,38 @@ def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
         mean = {tier: sum(position[r.run_id] for r in runs if r.tags[TIER_TAG] == tier)
                 / sum(r.tags[TIER_TAG] == tier for r in runs) for tier in tiers}
         assert mean["premium"] < mean["standard"] < mean["free"]
+
+
+@pytest.mark.parametrize("dagster_yaml", ["dagster.yaml", "docs/deploy/dagster.postgres.yaml"])
+def test_the_run_cap_fits_the_tenant_jobs_share_and_leaves_room_for_maintenance(dagster_yaml):
+    config = _coordinator_config(REPO / dagster_yaml)
+    tenant_share = _limits(config)[(KIND_TAG, TENANT_JOB)]
+    assert config["max_concurrent_runs"] - tenant_share >= 2
+    if "postgres" in dagster_yaml:  # production: every pool's limit can be reached at once
+        platform = load_platform_config(REPO / "tenants.yaml")
+        assert tenant_share == sum(pool.slots for pool in platform.pools.values())
+
+
+def test_a_maintenance_run_does_not_wait_behind_tenants_jobs():
+    """Tenants' jobs fill their share of the run cap with more queued; the serving refresh queued after them
+    is launched on the next dequeue, with the repo's own coordinator config."""
+    config = _coordinator_config(REPO / "dagster.yaml")
+    share = _limits(config)[(KIND_TAG, TENANT_JOB)]
+    with instance_for_test(overrides={
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
+                            "config": config},
+        "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
+    }) as instance, create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as workspace:
+        origin = finetune_origin()
+        for n in range(share + 3):
+            create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.QUEUED, remote_job_origin=origin,
+                                tags={TENANT_TAG: f"t{n}", TIER_TAG: "premium", POOL_TAG: "cpu-local",
+                                      PRIORITY_TAG: "10", KIND_TAG: TENANT_JOB})
+        daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
+        list(daemon.run_iteration(workspace))
+        assert sum(r.status in IN_PROGRESS for r in instance.get_runs()) == share
+        refresh = create_run_for_test(instance, job_name="refresh_serving_config", status=DagsterRunStatus.QUEUED,
+                                      remote_job_origin=origin, tags={KIND_TAG: MAINTENANCE, PRIORITY_TAG: "100"})
+        list(daemon.run_iteration(workspace))
+        assert instance.get_run_by_id(refresh.run_id).status in IN_PROGRESS
+        assert sum(r.status == DagsterRunStatus.QUEUED for r in instance.get_runs()) == 3

@@ -1,7 +1,9 @@
 """Exact resume of a real trainer process after SIGKILL, a corrupt checkpoint, a stop signal, an orphaning.
 
 Every run here is a separate process (tests/helpers/trainer_harness.py) so that the kills are real; all of
-them run the same spec, so each must end where the uninterrupted reference ends.
+them run the same spec, so each must end where the uninterrupted reference ends. The loss is logged every
+5 steps and the checkpoints every 10: a stop between two logging steps resumes mid-window, and the first loss
+logged after it must still average the same 5 steps as the reference's.
 """
 
 import dataclasses
@@ -27,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _spec(tiny_model, train_file, output_dir: Path) -> TrainJobSpec:
     return TrainJobSpec(base_model_path=tiny_model.path, train_file=str(train_file), output_dir=str(output_dir),
-                        learning_rate=2e-3, max_steps=40, micro_batch_size=4, logging_steps=1, save_steps=10,
+                        learning_rate=2e-3, max_steps=40, micro_batch_size=4, logging_steps=5, save_steps=10,
                         save_minutes=600, keep_checkpoints=2)
 
 
@@ -63,7 +65,8 @@ def reference(tiny_model, sft_train_file, tmp_path_factory) -> dict:
 def _assert_same_run(result: dict, reference: dict) -> None:
     assert result["outcome"] == "completed" and result["steps"] == reference["steps"] == 40
     # Every logged loss, including those of the steps before the interruption, as the job's history.
-    assert [s for s, _ in result["loss_history"]] == [s for s, _ in reference["loss_history"]]
+    steps = [s for s, _ in reference["loss_history"]]
+    assert [s for s, _ in result["loss_history"]] == steps == list(range(5, 41, 5))
     for (_, got), (_, want) in zip(result["loss_history"], reference["loss_history"]):
         assert abs(got - want) <= 1e-6
     tuned, expected = _weights(result["adapter_dir"]), _weights(reference["adapter_dir"])
@@ -124,6 +127,8 @@ def test_a_stop_signal_checkpoints_at_the_next_step_and_exits_cleanly(tiny_model
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     result = _result(spec)
     assert result["resumed_from"].endswith("checkpoint-17")
+    # Step 20's loss averages steps 16-20, two of them trained before the stop, as in the reference.
+    assert dict(result["loss_history"])[20] == pytest.approx(dict(reference["loss_history"])[20], abs=1e-6)
     _assert_same_run(result, reference)
 
 

@@ -1,5 +1,7 @@
-"""The adapter asset's failure paths through Dagster: divergence is the tenant's, preemption resumes."""
+"""The adapter asset through Dagster: divergence is the tenant's, preemption resumes, a finished training is
+reused."""
 
+import os
 import signal
 import threading
 import time
@@ -11,7 +13,7 @@ from dagster import DagsterRunStatus, instance_for_test, materialize
 
 from ft_assets.billing import monthly_billing
 from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
-from ft_assets.training import adapter
+from ft_assets.training import adapter, pool_calibration
 from ftpipe import synthetic
 from ftpipe.landing import results_key, statement_key
 from ftpipe_cli.submit import default_manifest, submit_job
@@ -155,5 +157,39 @@ def test_a_two_worker_slot_trains_under_torchrun_and_reports_once(local_resource
         assert usage.gpu_seconds == pytest.approx(2 * (usage.ended_at - usage.started_at).total_seconds())
         logs = [r.user_message for r in instance.all_logs(result.run_id)]
     assert sum("step 5/6 loss=" in m for m in logs) == 1  # logged every 5 steps, by rank 0 only
+    # The workers are torchrun's children: they watch the run worker (here, this process) instead.
+    assert f"training stops if process {os.getpid()} exits" in logs
     (checkpoint,) = Path(local_resources["artifacts"].root).glob("tenants/acme/jobs/pair/training/*/checkpoints/checkpoint-*")
     assert (checkpoint / "rng_state_1.pth").is_file()  # the second worker really trained
+
+
+def test_a_second_run_of_a_trained_partition_reuses_the_training_without_a_trainer_or_a_bill(local_resources):
+    key = _submit(local_resources, "acme", "twice", {"max_steps": 6})
+    ledger = local_resources["catalog"].ledger()
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("tenant_jobs", [key])
+        first = _materialize(instance, local_resources, key)
+        assert first.success
+        meta = {k: v.value for k, v in first.asset_materializations_for_node("adapter")[0].metadata.items()}
+        assert meta["reused_training"] is False and meta["billed"] is True
+        # How long it took against the pre-flight's expectation, rounded to 3 significant digits.
+        assert meta["measured_steps"] == 6 and meta["pool"] == "cpu-local"
+        for name in ("measured_seconds", "seconds_per_step", "measured_over_estimate", "overhead_seconds",
+                     "expected_seconds", "expected_over_measured"):
+            assert meta[name] == float(f"{meta[name]:.3g}"), name
+        assert meta["seconds_per_step"] == pytest.approx(meta["measured_seconds"] / 6, rel=0.01)
+        calibration = [(meta["measured_over_estimate"], meta["overhead_seconds"])]
+        assert pool_calibration(instance, "cpu-local") == calibration
+        assert pool_calibration(instance, "h100x1") == []
+
+        # Launched again by hand: a trainer would fail at once, so success means that none was started.
+        second = _materialize(instance, {**local_resources,
+                                         "trainer": TrainerLauncherResource(python_executable="/bin/false")}, key)
+        assert second.success
+        again = {k: v.value for k, v in second.asset_materializations_for_node("adapter")[0].metadata.items()}
+        assert again["reused_training"] is True and again["billed"] is False and again["gpu_seconds"] == 0
+        assert (again["steps"], again["final_loss"]) == (6, meta["final_loss"])
+        assert second.output_for_node("adapter")["adapter_dir"] == first.output_for_node("adapter")["adapter_dir"]
+        assert any("reusing the finished training" in r.user_message for r in instance.all_logs(second.run_id))
+        assert pool_calibration(instance, "cpu-local") == calibration  # not counted twice
+    assert [r.run_id for r in ledger.records()] == [first.run_id]

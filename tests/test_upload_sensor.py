@@ -72,6 +72,8 @@ def test_invalid_names_and_unknown_tenants_start_nothing(landing, platform_file)
         result = _tick(instance, landing, platform_file)
     assert result.run_requests == [] and result.dynamic_partitions_requests == []
     assert b"not configured" in store.read_bytes(results_key("umbrella", "job-1", "rejected.md"))
+    # No key is built from an invalid tenant name: its refusal is a log line only.
+    assert [o.key for o in store.list("tenants/Bad_Name/")] == ["tenants/Bad_Name/jobs/x/manifest.yaml"]
 
 
 def test_sensor_sees_uploads_made_with_plain_boto3(s3_endpoint, s3_bucket, platform_file):

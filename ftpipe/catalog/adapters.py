@@ -130,6 +130,12 @@ class AdapterRegistry(CatalogTable):
     def for_run(self, run_id: str) -> AdapterRecord | None:
         return next((r for r in self.list() if r.run_id == run_id), None)
 
+    def for_training(self, tenant: str, job: str, config_hash: str, dataset_digest: str) -> AdapterRecord | None:
+        """The adapter already registered from this very training (same spec, same data), if any: a run that
+        resumed a finished training registers nothing new."""
+        return next((r for r in self.list(tenant) if (r.job, r.config_hash, r.dataset_digest)
+                     == (job, config_hash, dataset_digest)), None)
+
 
 def now_utc() -> datetime:
     return datetime.now(timezone.utc)

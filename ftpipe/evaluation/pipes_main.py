@@ -43,10 +43,10 @@ def main() -> None:
         report_file.write_text(json.dumps({**json.loads(report_file.read_text()), "smoke": smoke.to_dict()}, indent=2))
         metadata = {"report": {"raw_value": report.to_markdown() + "\n\n" + smoke.to_markdown(), "type": "md"},
                     "n_holdout": report.n_holdout, "smoke_passed": smoke.passed}
-        for row in report.rows:
-            metadata[f"{row.task}_{row.metric}_base"] = row.base
-            metadata[f"{row.task}_{row.metric}_tuned"] = row.tuned
-            metadata[f"{row.task}_{row.metric}_delta"] = row.delta
+        for row in report.rows:  # 4 significant digits: more is noise on a few hundred questions
+            metadata[f"{row.task}_{row.metric}_base"] = float(f"{row.base:.4g}")
+            metadata[f"{row.task}_{row.metric}_tuned"] = float(f"{row.tuned:.4g}")
+            metadata[f"{row.task}_{row.metric}_delta"] = float(f"{row.delta:.4g}")
         pipes.report_asset_materialization(metadata=metadata)
 
 

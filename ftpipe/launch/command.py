@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+WATCH_PID_ENV = "FTPIPE_WATCH_PID"
+"""The process a worker must not outlive (``ftpipe.training.interrupts``), set by a local launcher: under
+torchrun a worker's parent is torchrun, which does not die with the run worker that launched it."""
+
 
 def worker_command(python: str, module: str, gpus: int) -> list[str]:
     """One process per GPU: DDP for adapters, FSDP for full fine-tunes (the trainer picks from the spec).

@@ -10,7 +10,8 @@ refuse a replay of an old one:
     X-Ftpipe-Signature:  sha256=<hex HMAC of "{timestamp}.{body}">
 
 A delivery that fails (a connection error, a timeout, a 5xx or 429 answer) is retried with exponential
-backoff; a 4xx answer other than 429 is the receiver's refusal and is not retried. The secret never appears in
+backoff, within a short total budget (a tenant's slow endpoint must not hold a sensor tick or a GPU slot);
+a 4xx answer other than 429 is the receiver's refusal and is not retried. The secret never appears in
 the platform's configuration files: the tenant configuration names the environment variable that holds it.
 """
 
@@ -57,13 +58,18 @@ class Delivery:
 
 
 def send_webhook(url: str, secret: str, event: str, delivery_id: str, payload: dict, max_attempts: int = 5,
-                 backoff_s: float = 1.0, timeout_s: float = 10.0,
+                 backoff_s: float = 1.0, timeout_s: float = 5.0, budget_s: float = 12.0,
                  sleep: Callable[[float], None] = time.sleep) -> Delivery:
     if event not in EVENTS:
         raise ValueError(f"unknown event {event!r} (events: {', '.join(EVENTS)})")
     body = json.dumps({"event": event, "delivery_id": delivery_id, **payload}, sort_keys=True).encode()
     delivery = Delivery(event, delivery_id)
+    deadline = time.monotonic() + budget_s
     for attempt in range(1, max_attempts + 1):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            delivery.errors.append(f"gave up: the {budget_s:g} s budget for this delivery is spent")
+            break
         delivery.attempts = attempt
         timestamp = int(time.time())
         request = urllib.request.Request(url, data=body, method="POST", headers={
@@ -72,7 +78,7 @@ def send_webhook(url: str, secret: str, event: str, delivery_id: str, payload: d
             TIMESTAMP_HEADER: str(timestamp), SIGNATURE_HEADER: sign(secret, timestamp, body),
         })
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=min(timeout_s, remaining)) as response:
                 delivery.status = response.status
                 delivery.delivered = True
                 return delivery
@@ -83,8 +89,12 @@ def send_webhook(url: str, secret: str, event: str, delivery_id: str, payload: d
                 return delivery  # the receiver refused it; sending it again would not change its mind
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             delivery.errors.append(str(getattr(exc, "reason", exc)))
-        if attempt < max_attempts:
-            sleep(backoff_s * 2 ** (attempt - 1))
+        pause = backoff_s * 2 ** (attempt - 1)
+        if attempt < max_attempts and time.monotonic() + pause < deadline:
+            sleep(pause)
+        elif attempt < max_attempts:
+            delivery.errors.append(f"gave up: the {budget_s:g} s budget for this delivery is spent")
+            break
     return delivery
 
 

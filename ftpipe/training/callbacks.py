@@ -1,10 +1,13 @@
-"""Trainer callbacks: progress to a sink, checkpoint schedule and commit, early stop, divergence guard.
+"""Trainer callbacks: progress to a sink, checkpoint schedule and commit, early stop, divergence guard, and the
+loss window carried across a resume.
 
-They use only the public ``TrainerCallback`` hooks, so they work for SFTTrainer and DPOTrainer alike.
+They use the public ``TrainerCallback`` hooks, so they work for SFTTrainer and DPOTrainer alike; only
+``LossWindow`` also touches the Trainer's private loss accumulator.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -104,6 +107,53 @@ class CheckpointSchedule(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         self.last_save = time.monotonic()
+
+
+class LossWindow(TrainerCallback):
+    """Carry the loss summed since the last logging step across a checkpoint, so that the first loss a resumed
+    run logs averages the same steps as the uninterrupted run's.
+
+    The Trainer logs the mean loss of the steps since its last log and starts that sum afresh on a resume. A
+    checkpoint between two logging steps (a stop request, a timed save) would make the first log after the
+    resume average fewer steps. Stopping only on logging steps instead would delay a preemption by up to
+    ``logging_steps - 1`` steps. Each rank's partial sum goes into the checkpoint beside its RNG state.
+
+    Reads and sets the Trainer's private ``_tr_loss``, ``_globalstep_last_logged`` and ``_total_loss_scalar``
+    (transformers 5); tests/test_resume.py fails if they change meaning.
+    """
+
+    FILE = "ftpipe_loss_window_{}.json"
+    PRIVATE = ("_tr_loss", "_globalstep_last_logged", "_total_loss_scalar")
+
+    def __init__(self, resume: Path | None, log: Callable[[str], None]) -> None:
+        self.resume = resume
+        self.log = log
+        self.trainer = None  # set once the trainer is built
+
+    def _supported(self) -> bool:
+        return all(hasattr(self.trainer, name) for name in self.PRIVATE)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not self._supported():
+            self.log("this transformers version hides the loss window: the first loss logged after a resume "
+                     "may average fewer steps")
+            return
+        saved = self.resume / self.FILE.format(args.process_index) if self.resume else None
+        if saved is None or not saved.is_file():
+            return
+        window = json.loads(saved.read_text())
+        if window["step"] == state.global_step:
+            self.trainer._tr_loss.fill_(window["loss_sum"])
+            self.trainer._total_loss_scalar -= window["loss_sum"]  # the attempt's train_loss covers its own steps
+            self.trainer._globalstep_last_logged = window["last_logged"]
+
+    def on_save(self, args, state, control, **kwargs):
+        if not self._supported():
+            return
+        staged = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        (staged / self.FILE.format(args.process_index)).write_text(json.dumps({
+            "step": state.global_step, "loss_sum": self.trainer._tr_loss.item(),
+            "last_logged": self.trainer._globalstep_last_logged}))
 
 
 class CommitCheckpoints(TrainerCallback):

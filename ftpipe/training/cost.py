@@ -7,6 +7,9 @@ gives GPU-seconds; a pool's price per GPU-hour gives the cost.
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 FLOPS_PER_PARAM_TOKEN = 6.0
@@ -36,3 +39,19 @@ estimate assumes the pool's typical utilization, and a job that runs four times 
 
 def runtime_limit_seconds(expected_wall_seconds: float) -> float:
     return round(expected_wall_seconds * RUNTIME_HEADROOM + RUNTIME_GRACE_SECONDS)
+
+
+def calibrated_seconds(estimated_seconds: float, runs: Sequence[tuple[float, float]]) -> float:
+    """The FLOP-based estimate corrected by what a pool really delivers, from its recent trainings' pairs
+    (measured over FLOP-estimated training time, seconds of the trainer process outside training); the
+    estimate itself when the pool has none yet.
+
+    A ratio, not seconds per token or per step, carries over between base models and batch shapes (6 FLOPs
+    per parameter per token). The startup (imports, loading the model) is added apart: it does not grow with
+    the tokens, and on a small job it is most of the time. Medians, so that one run on a noisy node does not
+    move the estimate.
+    """
+    usable = [(r, o) for r, o in runs if math.isfinite(r) and r > 0 and math.isfinite(o) and o >= 0]
+    if not usable:
+        return estimated_seconds
+    return statistics.median(o for _, o in usable) + estimated_seconds * statistics.median(r for r, _ in usable)

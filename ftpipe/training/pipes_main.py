@@ -9,7 +9,6 @@ and the loss curve become the adapter's materialization metadata.
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
 from dagster_pipes import PipesContext, open_dagster_pipes
@@ -17,7 +16,7 @@ from dagster_pipes import PipesContext, open_dagster_pipes
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
 from ftpipe.training.plots import plot_loss_curve
-from ftpipe.training.runner import COMPLETED, TRAINING_RESULT, is_main_process, run_training
+from ftpipe.training.runner import COMPLETED, is_main_process, run_training, save_completed
 from ftpipe.training.spec import TrainJobSpec
 
 
@@ -31,6 +30,7 @@ def _train(pipes: PipesContext) -> None:
         )
 
     with stop_on_signals_and_orphaning() as stop:
+        pipes.log.info(f"training stops if process {stop.watching} exits")
         try:
             result = run_training(spec, sink, stop=stop, log=pipes.log.info)
         except TrainingFailure as failure:
@@ -43,19 +43,19 @@ def _train(pipes: PipesContext) -> None:
     if result.outcome != COMPLETED:
         return
     curve = plot_loss_curve(result.loss_history, Path(spec.output_dir) / "loss_curve.png")
-    # The curve as numbers, for the advice a failed quality gate gets (ftpipe.evaluation.advice).
-    (Path(spec.output_dir) / TRAINING_RESULT).write_text(json.dumps(
-        {"loss_history": result.loss_history, "final_loss": result.final_loss, "steps": result.steps}))
+    # The curve as numbers, for the advice a failed quality gate gets (ftpipe.evaluation.advice), and the
+    # record that lets a later run of the same spec reuse this training.
+    save_completed(spec, result)
     curve_b64 = base64.b64encode(curve.read_bytes()).decode()
     pipes.report_asset_materialization(
         metadata={
             "adapter_dir": {"raw_value": result.adapter_dir, "type": "path"},
             "steps": result.steps,
-            "train_loss": result.train_loss,
-            "final_loss": result.final_loss,
+            "train_loss": float(f"{result.train_loss:.4g}"),
+            "final_loss": float(f"{result.final_loss:.4g}"),
             "trained_tokens": result.trained_tokens,
-            "train_seconds": result.seconds,
-            "tokens_per_second": result.tokens_per_second,
+            "train_seconds": float(f"{result.seconds:.3g}"),
+            "tokens_per_second": float(f"{result.tokens_per_second:.3g}"),
             "resumed_from_step": int(Path(result.resumed_from).name.split("-")[1]) if result.resumed_from else 0,
             "micro_batch_size": result.micro_batch_size,
             "gradient_accumulation_steps": result.gradient_accumulation_steps,

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from ftpipe.training import checkpoints
 from ftpipe.training.failures import OutOfMemory, TimeLimitExceeded, TrainingDiverged
@@ -37,7 +40,8 @@ INTERRUPTED = "interrupted"
 
 
 TRAINING_RESULT = "training_result.json"
-"""Beside the adapter in the output directory: the loss curve as numbers."""
+"""Beside the adapter in the output directory: the loss curve as numbers, and the proof that the training of
+exactly this spec completed (``save_completed`` / ``completed_training``)."""
 
 @dataclass
 class TrainResult:
@@ -108,7 +112,7 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     from transformers import AutoTokenizer, PrinterCallback
 
     from ftpipe.training.callbacks import (
-        CheckpointSchedule, CommitCheckpoints, Divergence, DivergenceGuard, MetricsToSink,
+        CheckpointSchedule, CommitCheckpoints, Divergence, DivergenceGuard, LossWindow, MetricsToSink,
     )
     from ftpipe.training.methods import load_base_model, peft_config
 
@@ -144,10 +148,12 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     divergence = Divergence()
     schedule = CheckpointSchedule(spec.save_minutes, stop)
     committer = CommitCheckpoints(area, spec.keep_checkpoints, divergence, log)
-    callbacks = [*extra_callbacks, DivergenceGuard(divergence), schedule, committer]
+    window = LossWindow(resume, log)  # writes into a checkpoint before the committer seals it
+    callbacks = [*extra_callbacks, DivergenceGuard(divergence), schedule, window, committer]
     trainer, tokens_per_step = build(spec, model, tokenizer, common_args, callbacks,
                                      peft_config(spec.method, spec.lora_r, spec.lora_alpha, spec.lora_dropout,
                                                  spec.target_modules))
+    window.trainer = trainer
     trainer.add_callback(MetricsToSink(sink, tokens_per_step))
     trainer.remove_callback(PrinterCallback)  # the sink reports progress; raw log dicts on stdout are noise
     if resume is not None:
@@ -180,6 +186,43 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
         raise TrainingDiverged.at(state.global_step, f"loss={common['final_loss']}", spec.learning_rate,
                                   spec.tenant_overrides)
     return TrainResult(outcome=COMPLETED, adapter_dir=str(adapter_dir), **common)
+
+
+def save_completed(spec: TrainJobSpec, result: TrainResult) -> dict:
+    """Write TRAINING_RESULT, after the adapter and in one rename: whoever finds it finds a whole adapter."""
+    adapter = Path(result.adapter_dir)
+    record = {
+        "spec": spec.to_dict(), "steps": result.steps, "max_steps": result.max_steps,
+        "loss_history": result.loss_history, "final_loss": result.final_loss, "train_loss": result.train_loss,
+        # This attempt's work: a resumed job trained only the steps after its checkpoint. The process also spent
+        # time starting, importing and loading the model, which no FLOP count predicts.
+        "seconds": result.seconds, "trained_tokens": result.trained_tokens,
+        "process_seconds": time.time() - psutil.Process().create_time(),
+        "steps_run": result.steps - (checkpoints.step_of(Path(result.resumed_from)) if result.resumed_from else 0),
+        "adapter_files": {str(p.relative_to(adapter)): p.stat().st_size for p in sorted(adapter.rglob("*"))
+                          if p.is_file()},
+    }
+    target = Path(spec.output_dir) / TRAINING_RESULT
+    tmp = target.with_name(f".{TRAINING_RESULT}.tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, target)
+    return record
+
+
+def completed_training(spec: TrainJobSpec) -> dict | None:
+    """The record of this spec's finished training, when it completed and its adapter is still whole; else None."""
+    output = Path(spec.output_dir)
+    try:
+        record = json.loads((output / TRAINING_RESULT).read_text())
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(record, dict) or record.get("spec") != spec.to_dict() or not record.get("adapter_files")
+            or record.get("steps", 0) < record.get("max_steps", 1)):
+        return None  # another spec's, one written before the record named its spec, or not finished
+    adapter = output / "adapter"
+    whole = all((adapter / name).is_file() and (adapter / name).stat().st_size == size
+                for name, size in record["adapter_files"].items())
+    return record if whole else None
 
 
 def _trainer_builder(objective: str):

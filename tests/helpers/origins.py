@@ -8,3 +8,14 @@ def finetune_origin() -> RemoteJobOrigin:
     return RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
         LoadableTargetOrigin(module_name="ft_assets.definitions"), location_name="ftpipe"), "__repository__"),
         "finetune")
+
+
+def finetune_code_origin():
+    """The Python origin a submitted run must carry as well (``DagsterInstance.submit_run`` checks it)."""
+    import sys
+
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
+
+    return JobPythonOrigin("finetune", RepositoryPythonOrigin(
+        sys.executable, ModuleCodePointer("ft_assets.definitions", "defs", working_directory=None)))
