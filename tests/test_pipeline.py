@@ -26,7 +26,12 @@ def _run(instance, resources, tenant, job):
     return result, instance.get_run_by_id(result.run_id)
 
 
-def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, tiny_model):
+def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, tiny_model, platform_file):
+    # What this tests is the path to a promoted adapter, not where the golden gate should lie: this training
+    # costs 0.09 of golden exact match on one CPU and 0.18 on another (one question is 0.023), so the gate
+    # here is set well above both. The platform's own gate and the demo's margins are the quality tests'.
+    with platform_file.open("a") as f:
+        f.write("evaluation:\n  quality_gates: {holdout_delta: '> 0', golden_regression: '<= 0.4'}\n")
     store = local_resources["landing"].store()
     rows = synthetic.to_jsonl(synthetic.acme_support(150)).encode()
     submit_job(store, "acme", "support-v1", {"train.jsonl": rows},
