@@ -1,9 +1,12 @@
 """adapter: SFT in a separate trainer process launched through Dagster Pipes, resumable from checkpoints."""
 
 import json
+import re
+import signal
 from pathlib import Path
 
 from dagster import AssetExecutionContext, AssetKey, DagsterInstance, Failure, MetadataValue, Output, asset
+from dagster._core.errors import DagsterPipesExecutionError
 
 from ft_assets.gpu import run_on_pool
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, publish
@@ -66,12 +69,17 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
                                  extras={"spec": spec.to_dict()},
                                  labels={"ftpipe.io/tenant": tenant, "ftpipe.io/job": job})
         ending = next((m for m in reversed(invocation.get_custom_messages()) if "outcome" in m), {})
+    except DagsterPipesExecutionError as exc:
+        raise Failure(description=f"the trainer process died without reporting ({_exit_status(exc)}); the next "
+                                  "attempt resumes from its last checkpoint",
+                      metadata={ERROR_CLASS_KEY: PLATFORM_ERROR}) from exc
     finally:
         # Metered however the trainer ended, even when the run is being terminated around it.
         usage = UsageRecord.measure(
             context.run_id, tenant, job, int(context.run.tags.get(ATTEMPT_TAG, "1")), pool_name, pool.gpus_per_slot,
             pool.price_per_gpu_hour, started, now_utc(), ending.get("outcome") or _unreported_outcome(context),
-            ending.get("error_class"), ending.get("message") or ending.get("stop_reason"))
+            ending.get("error_class"), ending.get("message") or ending.get("stop_reason")
+            or "the trainer process ended without reporting how (killed, or its node lost)")
         catalog.ledger().record(usage)
         context.log.info(f"metered {usage.gpu_seconds:.1f} GPU-seconds on {pool_name}: {usage.category}"
                          f" ({'billed' if usage.billable else 'refunded'})")
@@ -98,6 +106,20 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
                   "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable,
                   **_pace(context, tokenized_dataset["base_model"]["num_parameters"], pool_name, pool, training)},
     )
+
+
+def _exit_status(exc: Exception) -> str:
+    """``killed by SIGKILL`` or ``exit code 1`` from Pipes' "External execution process failed with code N"."""
+    found = re.search(r"code (-?\d+)", str(exc))
+    if not found:
+        return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    code = int(found.group(1))
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def _sig(x: float, digits: int = 3) -> float:

@@ -44,11 +44,13 @@ def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources,
                {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()}, default_manifest("t.jsonl"))
     with instance_for_test() as instance:
         run, context = _failed_run(instance, resources, "acme", "crash-v1")
-        assert failure_reason(instance, run)[0] == "platform"
+        assert failure_reason(instance, run) == ("platform", "the trainer process died without reporting (exit code "
+                                                             "1); the next attempt resumes from its last checkpoint")
         request = resume_failed_runs(context)
         # The training step metered the attempt as lost (refunded) even though its trainer never reported.
         (usage,) = resources["catalog"].ledger().records()
         assert (usage.run_id, usage.attempt, usage.category, usage.billable) == (run.run_id, 1, "lost", False)
+        assert usage.reason == "the trainer process ended without reporting how (killed, or its node lost)"
         # A run worker that died before it could write: the sensor meters the attempt, and only once.
         other = CatalogResource(path=str(tmp_path / "other.duckdb"))
         lost = meter_lost_attempt(instance, run, resources["platform"], other)
