@@ -20,6 +20,7 @@ from ft_assets.serving import refresh_serving_job, serving_schedule, vllm_servin
 from ft_assets.training import adapter
 from resources import resources_from_env
 from sensors.failures import resume_failed_runs
+from sensors.notifications import notify_succeeded_jobs
 from sensors.preemption import preempt_for_premium, requeue_preempted_runs
 from sensors.uploads import upload_sensor
 
@@ -33,7 +34,8 @@ def build_defs(resources: dict | None = None) -> Definitions:
         assets=ASSETS,
         jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention, delete_tenant_job,
               billing_job, golden_reevaluation_job, checkpoint_retention],
-        sensors=[upload_sensor, resume_failed_runs, preempt_for_premium, requeue_preempted_runs],
+        sensors=[upload_sensor, resume_failed_runs, notify_succeeded_jobs, preempt_for_premium,
+                 requeue_preempted_runs],
         schedules=[serving_schedule, retention_schedule, billing_schedule, golden_reevaluation_schedule,
                    checkpoint_retention_schedule],
         resources=resources if resources is not None else resources_from_env(),

@@ -21,7 +21,7 @@ from ftpipe.catalog.serving import check_adapter
 from ftpipe.evaluation.advice import TrainingSummary, advise
 from ftpipe.evaluation.gates import GateResult, evaluate_gates, gate_metrics, gates_markdown, parse_gates
 from ftpipe.landing import results_key
-from ftpipe.notify.webhooks import notify_tenant
+from ftpipe.notify.outbox import write_notice
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     ArtifactStoreResource,
@@ -93,12 +93,14 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
         ))
         if status == "promoted":
             refresh_serving_files(catalog, artifacts)  # the fleet's --lora-modules list includes it from now on
-        event = "job.succeeded" if status == "promoted" else "job.gate_failed"
-        notify_tenant(platform_config, tenant, event, f"{context.run_id}:{event}", {
+        # Sent by a sensor once the run has ended (sensors/notifications.py), not from here: a slow endpoint
+        # must not hold the run's slot.
+        write_notice(artifacts.layout().run_dir(tenant, job, context.run_id),
+                     "job.succeeded" if status == "promoted" else "job.gate_failed", {
             "job": job, "run_id": context.run_id, "adapter_id": adapter_id, "status": status,
             "gates": [g.to_dict() for g in gates], "serving_problems": serving.problems, "advice": advice,
             "reports": [results_key(tenant, job, name) for name in ("eval_report.md", "quality_gates.md")],
-        }, log=context.log.info)
+        })
 
     yield AssetCheckResult(
         check_name="quality_gates", passed=gates_passed, severity=AssetCheckSeverity.ERROR,

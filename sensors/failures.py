@@ -25,8 +25,8 @@ from ft_assets.jobs import finetune_job
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, USER_ERROR
 from ftpipe.metering.classify import LOST
 from ftpipe.metering.ledger import UsageRecord
-from ftpipe.notify.webhooks import notify_tenant
-from resources import CatalogResource, PlatformResource
+from resources import ArtifactStoreResource, CatalogResource, PlatformResource
+from sensors.notifications import run_notice, send
 from sensors.run_tags import (
     ATTEMPT_TAG,
     ERROR_CLASS_TAG,
@@ -40,17 +40,15 @@ from sensors.run_tags import (
 
 MAX_ATTEMPTS = 3
 TRAINING_STEP = "adapter"
-GATE_FAILURES = ("check quality_gates failed", "check serving_compatible failed")
 
 
-def _notify_failed(context: RunFailureSensorContext, platform: PlatformResource, run: DagsterRun, error_class: str,
-                   reason: str) -> None:
-    """The tenant hears of a failure once, when it is final: not of a platform failure that will be resumed."""
-    tenant, job = run.tags.get(TENANT_TAG), run.tags.get(JOB_TAG)
-    if tenant:
-        notify_tenant(platform.config(), tenant, "job.failed", f"{run.run_id}:job.failed",
-                      {"job": job, "run_id": run.run_id, "error_class": error_class, "reason": reason},
-                      log=context.log.info)
+def _notify_failed(context: RunFailureSensorContext, platform: PlatformResource, artifacts: ArtifactStoreResource,
+                   run: DagsterRun, error_class: str, reason: str) -> None:
+    """The tenant hears of a failure once, when it is final: not of a platform failure that will be resumed. A
+    run that stopped at a failed quality gate left its own notice (job.gate_failed, with gates and advice)."""
+    notice = run_notice(artifacts, run) if error_class == USER_ERROR else None
+    send(context.log.info, platform, run, *(notice or ("job.failed", {
+        "job": run.tags.get(JOB_TAG), "run_id": run.run_id, "error_class": error_class, "reason": reason})))
 
 
 def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str]:
@@ -134,7 +132,8 @@ def meter_lost_attempt(instance: DagsterInstance, run: DagsterRun, platform: Pla
 
 @run_failure_sensor(monitored_jobs=[finetune_job], request_job=finetune_job, minimum_interval_seconds=10,
                     default_status=DefaultSensorStatus.RUNNING)
-def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource, catalog: CatalogResource):
+def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource, catalog: CatalogResource,
+                       artifacts: ArtifactStoreResource):
     run = context.dagster_run
     lost = meter_lost_attempt(context.instance, run, platform, catalog)
     if lost:
@@ -143,12 +142,11 @@ def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResou
     attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
     if error_class == USER_ERROR:
         _tag_outcome(context, run, error_class, reason)
-        if not reason.startswith(GATE_FAILURES) and "stays a draft" not in reason:  # job.gate_failed went already
-            _notify_failed(context, platform, run, error_class, reason)
+        _notify_failed(context, platform, artifacts, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed on the tenant's input, not retried: {reason}")
     if attempt >= MAX_ATTEMPTS:
         _tag_outcome(context, run, error_class, f"gave up after {attempt} attempts: {reason}")
-        _notify_failed(context, platform, run, error_class, reason)
+        _notify_failed(context, platform, artifacts, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed {attempt} times; giving up: {reason}")
     _tag_outcome(context, run, error_class, f"resumed as attempt {attempt + 1}: {reason}")
     return next_attempt(run, run_key=f"{run.run_id}:resume")

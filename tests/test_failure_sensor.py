@@ -33,6 +33,7 @@ def _failed_run(instance, resources, tenant, job, sensor_catalog=None):
     return run, build_run_status_sensor_context(sensor_name=resume_failed_runs.name, dagster_instance=instance,
                                                 dagster_run=run, dagster_event=event,
                                                 resources={"platform": resources["platform"],
+                                                           "artifacts": resources["artifacts"],
                                                            "catalog": sensor_catalog or resources["catalog"]},
                                                 ).for_run_failure()
 

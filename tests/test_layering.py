@@ -32,7 +32,8 @@ def test_definitions_load():
     Definitions.validate_loadable(defs)
     job = defs.resolve_job_def("finetune")
     assert {n.name for n in job.graph.node_defs} >= {"raw_dataset", "validated_dataset", "adapter", "registered_adapter"}
-    assert {s.name for s in defs.sensors} == {"upload_sensor", "resume_failed_runs", "preempt_for_premium",
+    assert {s.name for s in defs.sensors} == {"upload_sensor", "resume_failed_runs", "notify_succeeded_jobs",
+                                              "preempt_for_premium",
                                               "requeue_preempted_runs"}
     assert {s.name for s in defs.schedules} >= {"billing_schedule", "golden_reevaluation_schedule",
                                                 "checkpoint_retention_schedule", "adapter_retention_schedule",

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dagster import DagsterRunStatus, instance_for_test, materialize
+from dagster import DagsterEventType, DagsterRunStatus, build_run_status_sensor_context, instance_for_test, materialize
 
 from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.definitions import build_defs
@@ -12,7 +12,7 @@ from ftpipe import synthetic
 from ftpipe.landing import results_key
 from ftpipe_cli.submit import default_manifest, submit_job
 from partitions.keys import partition_key
-from sensors.failures import failure_reason
+from sensors.failures import failure_reason, resume_failed_runs
 from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -256,6 +256,14 @@ def test_an_adapter_that_fails_its_gates_or_cannot_be_served_stays_a_draft_with_
             checks["serving_compatible"].description
         assert not checks["quality_gates"].passed
         error_class, reason = failure_reason(instance, run)
+        assert not received  # nothing is sent from inside the run, which holds a slot
+        # The failure sensor, after the run: the tenant's failure is final, and the run's notice goes out.
+        event = next(iter(instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE))).dagster_event
+        sensor_resources = {k: local_resources[k] for k in ("platform", "catalog", "artifacts")}
+        for _ in range(2):  # a second evaluation (another attempt, a sensor retry) repeats the delivery id
+            resume_failed_runs(build_run_status_sensor_context(
+                sensor_name=resume_failed_runs.name, dagster_instance=instance, dagster_run=run, dagster_event=event,
+                resources=sensor_resources).for_run_failure())
     assert error_class == "user" and "holdout_exact_match >= 0.99" in reason  # not retried
     (record,) = local_resources["catalog"].adapters().list("acme")
     assert record.status == "draft" and record.method == "lora"
@@ -265,8 +273,9 @@ def test_an_adapter_that_fails_its_gates_or_cannot_be_served_stays_a_draft_with_
     assert "is **draft**" in gates and "| `holdout_exact_match >= 0.99` | manifest |" in gates
     assert "target modules ['down_proj', 'gate_proj', 'up_proj'] are not served" in gates
     assert "What to try:" in gates
-    (delivery,) = received  # the tenant's endpoint hears why, signed
+    delivery, again = received  # the tenant's endpoint hears why, signed
     assert delivery["verified"] and delivery["headers"]["X-Ftpipe-Event"] == "job.gate_failed"
+    assert delivery["headers"]["X-Ftpipe-Delivery"] == again["headers"]["X-Ftpipe-Delivery"]  # dropped as a repeat
     body = json.loads(delivery["body"])
     assert body["adapter_id"] == record.adapter_id and body["status"] == "draft" and body["advice"]
 
