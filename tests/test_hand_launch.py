@@ -3,7 +3,7 @@ refused before they queue when there is nothing to run, otherwise routed and num
 
 import pytest
 import yaml
-from dagster import DagsterRunStatus, SubmitRunContext, instance_for_test
+from dagster import DagsterRunStatus, instance_for_test
 from dagster._core.test_utils import create_run_for_test
 
 from ftpipe import synthetic
