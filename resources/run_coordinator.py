@@ -42,6 +42,7 @@ from sensors.run_tags import (
     PARTITION_TAG,
     POOL_TAG,
     PRIORITY_TAG,
+    REFUSED_LAUNCH_TAG,
     TENANT_JOB,
     outcome_tag_value,
     run_tags,
@@ -106,7 +107,7 @@ class PlatformRunCoordinator(QueuedRunCoordinator):
             except LaunchRefused as exc:
                 # Tagged as the user's error first, so the failure sensor does not retry what was refused.
                 self._instance.add_run_tags(run.run_id, {OUTCOME_TAG: outcome_tag_value(f"refused: {exc}", "user"),
-                                                         ERROR_CLASS_TAG: "user"})
+                                                         ERROR_CLASS_TAG: "user", REFUSED_LAUNCH_TAG: "true"})
                 raise
         else:
             # The platform's own runs have their share of the run cap, which tenants' jobs cannot take.

@@ -33,6 +33,7 @@ from sensors.run_tags import (
     JOB_TAG,
     OUTCOME_TAG,
     POOL_TAG,
+    REFUSED_LAUNCH_TAG,
     TENANT_TAG,
     next_attempt,
     outcome_tag_value,
@@ -135,6 +136,8 @@ def meter_lost_attempt(instance: DagsterInstance, run: DagsterRun, platform: Pla
 def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource, catalog: CatalogResource,
                        artifacts: ArtifactStoreResource):
     run = context.dagster_run
+    if run.tags.get(REFUSED_LAUNCH_TAG):  # an operator's launch with nothing to run: no job, no tenant to tell
+        return SkipReason(f"run {run.run_id} was refused at launch: {run.tags.get(OUTCOME_TAG, '')}")
     lost = meter_lost_attempt(context.instance, run, platform, catalog)
     if lost:
         context.log.info(f"metered a lost attempt of {run.run_id}: {lost.gpu_seconds:.1f} GPU-seconds, refunded")

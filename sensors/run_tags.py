@@ -19,6 +19,7 @@ PREEMPTED_TAG = "ftpipe/preempted-for"            # the run that a preempted run
 KIND_TAG = "ftpipe/kind"                          # tenant-job or maintenance: each has its share of the run cap
 TENANT_JOB, MAINTENANCE = "tenant-job", "maintenance"
 OUTCOME_TAG = "ftpipe/outcome"                    # why the run ended, in one line, for the Runs list
+REFUSED_LAUNCH_TAG = "ftpipe/refused-launch"      # a launch the run coordinator refused: an operator's, not a job
 ERROR_CLASS_TAG = "ftpipe/error-class"            # whose fault a failure was: "user" or "platform"
 PARTITION_TAG = "dagster/partition"
 FINETUNE_JOB = "finetune"                          # the one job that runs a tenant's partition

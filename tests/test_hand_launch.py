@@ -3,13 +3,21 @@ refused before they queue when there is nothing to run, otherwise routed and num
 
 import pytest
 import yaml
-from dagster import DagsterRunStatus, instance_for_test
+from dagster import (
+    DagsterEventType,
+    DagsterRunStatus,
+    SkipReason,
+    build_run_status_sensor_context,
+    instance_for_test,
+)
 from dagster._core.test_utils import create_run_for_test
 
 from ftpipe import synthetic
 from ftpipe.objectstore import LocalObjectStore
 from ftpipe_cli.submit import default_manifest, submit_job
+from resources import ArtifactStoreResource, CatalogResource, PlatformResource
 from resources.run_coordinator import LaunchRefused
+from sensors.failures import resume_failed_runs
 from tests.helpers.origins import finetune_code_origin, finetune_origin
 
 COORDINATOR = {"run_coordinator": {"module": "resources.run_coordinator", "class": "PlatformRunCoordinator"}}
@@ -81,7 +89,8 @@ def test_a_hand_launch_goes_to_the_pool_the_sensor_would_route_it_to(home, platf
     ({}, ["validated_dataset"], "needs a partition"),
     ({"dagster/partition": "acme__does-not-exist"}, ["raw_dataset", "validated_dataset"], "has no upload"),
 ])
-def test_a_launch_with_nothing_to_run_is_refused_before_it_queues(home, tags, asset_selection, reason):
+def test_a_launch_with_nothing_to_run_is_refused_before_it_queues(home, tags, asset_selection, reason,
+                                                                  platform_file, tmp_path):
     from dagster import AssetKey
 
     _upload(home)
@@ -95,6 +104,14 @@ def test_a_launch_with_nothing_to_run_is_refused_before_it_queues(home, tags, as
         assert refused.status == DagsterRunStatus.FAILURE
         assert refused.tags["ftpipe/error-class"] == "user"
         assert refused.tags["ftpipe/outcome"].startswith("[user] refused:")
+        # Nor does it tell the tenant anything: the launch was an operator's.
+        event = next(iter(instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE))).dagster_event
+        skipped = resume_failed_runs(build_run_status_sensor_context(
+            sensor_name=resume_failed_runs.name, dagster_instance=instance, dagster_run=refused, dagster_event=event,
+            resources={"platform": PlatformResource(tenants_file=str(platform_file)),
+                       "catalog": CatalogResource(path=str(tmp_path / "c.duckdb")),
+                       "artifacts": ArtifactStoreResource(root=str(tmp_path / "a"))}).for_run_failure())
+        assert isinstance(skipped, SkipReason) and "refused at launch" in skipped.skip_message
         # Another tenant's launch still goes through.
         ok = _submit(instance, {"dagster/partition": "acme__support-v1"})[1]()
         assert ok.status == DagsterRunStatus.QUEUED
