@@ -70,6 +70,18 @@ def s3_endpoint():
     server.stop()
 
 
+@pytest.fixture(params=["local", "s3"])
+def landing(request, tmp_path):
+    """The landing zone as a local folder and as a bucket on real S3 over HTTP: a test taking it runs on both.
+    (A test module may define its own ``landing`` for one store.)"""
+    from resources import LandingZoneResource
+
+    if request.param == "local":
+        return LandingZoneResource(url=str(tmp_path / "landing"))
+    endpoint, bucket = request.getfixturevalue("s3_endpoint"), request.getfixturevalue("s3_bucket")
+    return LandingZoneResource(url=f"s3://{bucket}/landing", endpoint_url=endpoint, region_name="us-east-1")
+
+
 @pytest.fixture
 def s3_bucket(s3_endpoint, request) -> str:
     import boto3

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ftpipe import synthetic
@@ -24,6 +23,7 @@ from ftpipe.training.spec import TrainJobSpec
 from ftpipe_cli.demo import start_daemon, stop_daemon
 from ftpipe_cli.submit import default_manifest, submit_job
 from sensors.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
+from tests.helpers.daemon_home import repo_configs, use_daemon_home
 from tests.test_resume import _harness, _weights
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,29 +36,16 @@ pytestmark = pytest.mark.slow
 
 def _one_slot_platform(home: Path, monkeypatch) -> None:
     """The repo's dagster.yaml and tenants.yaml with the CPU pool cut to one slot and preemption at once."""
-    dagster_home = home / "dagster_home"
-    dagster_home.mkdir(parents=True)
-    instance_config = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
+    instance_config, platform = repo_configs()
     for limit in instance_config["run_coordinator"]["config"]["tag_concurrency_limits"]:
         if limit == {"key": "ftpipe/pool", "value": "cpu-local", "limit": limit["limit"]}:
             limit["limit"] = 1
-    (dagster_home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
-    platform = yaml.safe_load((REPO_ROOT / "tenants.yaml").read_text())
     platform["pools"]["cpu-local"]["slots"] = 1
     # The CPU pool's calibration counts training only; a run also validates, tokenizes and starts processes.
     # A lower utilization makes the expected time cover all of it, so the free run stays preemptible.
     platform["pools"]["cpu-local"]["mfu"] = 0.1
     platform["preemption"].update(wait_seconds=0, max_progress_share=1.0)
-    # What is under test is the stop and the resume; no quality gate may fail either run, and a few golden
-    # questions are enough to evaluate them (the whole set is the end-to-end test's).
-    platform["evaluation"]["quality_gates"] = {}
-    golden = REPO_ROOT / "ftpipe" / "evaluation" / "golden" / "general-v1.jsonl"
-    (home / "golden.jsonl").write_text("".join(golden.read_text().splitlines(keepends=True)[:4]))
-    platform["evaluation"]["golden_set"] = str(home / "golden.jsonl")
-    (home / "tenants.yaml").write_text(yaml.safe_dump(platform))
-    monkeypatch.setenv("FTPIPE_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
-    monkeypatch.setenv("FTPIPE_TENANTS", str(home / "tenants.yaml"))
+    use_daemon_home(home, monkeypatch, instance_config, platform)
 
 
 def _wait(what: str, condition, timeout_s: float, daemon, log: Path):

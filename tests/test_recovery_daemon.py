@@ -22,7 +22,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
@@ -33,6 +32,7 @@ from ftpipe_cli.demo import start_daemon, stop_daemon
 from ftpipe_cli.submit import default_manifest, submit_job
 from partitions.tenant_jobs import tenant_jobs_partitions
 from sensors.run_tags import ATTEMPT_TAG, TENANT_TAG
+from tests.helpers.daemon_home import repo_configs, use_daemon_home
 from tests.helpers.webserver import check_executions, running_webserver, runs_of
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -43,23 +43,11 @@ pytestmark = pytest.mark.slow
 
 
 def _platform(home: Path, monkeypatch) -> None:
-    """The repo's configs, with a launcher that fails initech's first launch, fast monitoring, no quality
-    gates (what is under test is recovery) and a few golden questions."""
-    dagster_home = home / "dagster_home"
-    dagster_home.mkdir(parents=True)
-    instance_config = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
+    """The repo's configs, with a launcher that fails initech's first launch and fast monitoring."""
+    instance_config, platform = repo_configs()
     instance_config["run_launcher"] = {"module": "tests.helpers.flaky_launcher", "class": "FailsFirstLaunch"}
     instance_config["run_monitoring"]["poll_interval_seconds"] = MONITORING_POLL_SECONDS
-    (dagster_home / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
-    platform = yaml.safe_load((REPO_ROOT / "tenants.yaml").read_text())
-    platform["evaluation"]["quality_gates"] = {}
-    golden = REPO_ROOT / "ftpipe" / "evaluation" / "golden" / "general-v1.jsonl"
-    (home / "golden.jsonl").write_text("".join(golden.read_text().splitlines(keepends=True)[:4]))
-    platform["evaluation"]["golden_set"] = str(home / "golden.jsonl")
-    (home / "tenants.yaml").write_text(yaml.safe_dump(platform))
-    monkeypatch.setenv("FTPIPE_HOME", str(home))
-    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
-    monkeypatch.setenv("FTPIPE_TENANTS", str(home / "tenants.yaml"))
+    use_daemon_home(home, monkeypatch, instance_config, platform)
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # the daemon imports the test launcher
     # Create the instance's storage once, before the daemon and the webserver race to create it.
     with DagsterInstance.get() as instance:

@@ -32,14 +32,6 @@ MANIFEST = b"base_model: ftpipe/tiny-llama\ndataset: train.jsonl\nmin_examples: 
 WITH_EVAL = MANIFEST + b"eval_dataset: eval.jsonl\n"
 
 
-@pytest.fixture(params=["local", "s3"])
-def landing(request, tmp_path) -> LandingZoneResource:
-    if request.param == "local":
-        return LandingZoneResource(url=str(tmp_path / "landing"))
-    endpoint, bucket = request.getfixturevalue("s3_endpoint"), request.getfixturevalue("s3_bucket")
-    return LandingZoneResource(url=f"s3://{bucket}/landing", endpoint_url=endpoint, region_name="us-east-1")
-
-
 class Sensor:
     """Ticks of the real sensor on one Dagster instance, each tick taking the cursor of the one before."""
 

@@ -1,21 +1,12 @@
 import os
 
 import boto3
-import pytest
 from dagster import SensorResult, build_sensor_context, instance_for_test
 
 from ftpipe.landing import manifest_key, results_key
 from ftpipe_cli.submit import default_manifest, submit_job
 from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
 from sensors.uploads import upload_sensor
-
-
-@pytest.fixture(params=["local", "s3"])
-def landing(request, tmp_path) -> LandingZoneResource:
-    if request.param == "local":
-        return LandingZoneResource(url=str(tmp_path / "landing"))
-    endpoint, bucket = request.getfixturevalue("s3_endpoint"), request.getfixturevalue("s3_bucket")
-    return LandingZoneResource(url=f"s3://{bucket}/landing", endpoint_url=endpoint, region_name="us-east-1")
 
 
 def _tick(instance, landing, platform_file, cursor=None) -> SensorResult:
