@@ -17,6 +17,7 @@ import pytest
 
 from ftpipe.launch.command import worker_command
 from ftpipe.training.spec import TrainJobSpec
+from tests.test_resume import _alive
 
 pytestmark = pytest.mark.slow
 
@@ -88,11 +89,3 @@ def test_torchrun_workers_stop_when_the_run_worker_that_launched_them_is_killed(
         time.sleep(0.1)
     reasons = [(tmp_path / f"stopped-{rank}").read_text() for rank in (0, 1)]
     assert reasons == [f"run worker {parent.pid} exited"] * 2
-
-
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status  # a zombie has exited; only its reaper is missing

@@ -4,6 +4,7 @@ quota, the free tier no more than its share, and no queued run is passed over by
 unless a limit blocks it."""
 
 import random
+from contextlib import contextmanager
 from collections import Counter
 from pathlib import Path
 
@@ -40,6 +41,18 @@ def test_every_pools_queue_limit_is_its_slots(dagster_yaml):
         name: pool.slots for name, pool in platform.pools.items()}
 
 
+@contextmanager
+def _queue(config: dict):
+    """An instance with Dagster's QueuedRunCoordinator on ``config`` and a launcher that starts nothing, and the
+    workspace its dequeue daemon runs in."""
+    with instance_for_test(overrides={
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
+                            "config": config},
+        "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
+    }) as instance, create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as workspace:
+        yield instance, workspace
+
+
 def _blocked(run, running, limits, max_concurrent) -> bool:
     tags = run.tags
     if len(running) >= max_concurrent:
@@ -60,11 +73,7 @@ def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
     tiers = {"premium": platform.tiers["premium"].priority, "standard": platform.tiers["standard"].priority,
              "free": platform.tiers["free"].priority}
     rng = random.Random(7)
-    with instance_for_test(overrides={
-        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
-                            "config": config},
-        "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
-    }) as instance, create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as workspace:
+    with _queue(config) as (instance, workspace):
         origin = finetune_origin()
         runs = []
         for n in range(120):
@@ -130,11 +139,7 @@ def test_a_maintenance_run_does_not_wait_behind_tenants_jobs():
     is launched on the next dequeue, with the repo's own coordinator config."""
     config = _coordinator_config(REPO / "dagster.yaml")
     share = _limits(config)[(KIND_TAG, TENANT_JOB)]
-    with instance_for_test(overrides={
-        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator",
-                            "config": config},
-        "run_launcher": {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"},
-    }) as instance, create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as workspace:
+    with _queue(config) as (instance, workspace):
         origin = finetune_origin()
         for n in range(share + 3):
             create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.QUEUED, remote_job_origin=origin,
