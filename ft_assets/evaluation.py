@@ -37,10 +37,13 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
     reported = dict(invocation.get_materialize_result().metadata or {})
     report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())
     table = reported["report"].value if "report" in reported else ""
+    summary = "".join(f"- {line}\n" for line in report.get("summary", []))
     publish(landing.store(), tenant, job, "eval_report.md",
             f"# Evaluation of {tenant}/{job}\n\nBase model `{adapter['base_model']['model_id']}` vs the tuned "
             f"adapter on {report['n_holdout']} held-out examples and the platform's golden set of "
-            f"{report['n_golden']} general questions (`{report['golden_set_digest'][:12]}`).\n\n{table}\n")
+            f"{report['n_golden']} general questions (`{report['golden_set_digest'][:12]}`). Intervals are "
+            f"{report['confidence_level']:.0%} intervals from resampling the examples, the two models in pairs."
+            f"\n\n{summary}\n{table}\n")
     publish(landing.store(), tenant, job, "eval_report.json", json.dumps(report, indent=2))
     return Output({**adapter, "eval": report}, metadata={
         **reported, "report": MetadataValue.md(table), "golden_set_digest": report["golden_set_digest"],

@@ -22,7 +22,7 @@ from dagster import (
 )
 
 from ft_assets.gpu import run_on_pool
-from ftpipe.evaluation.reeval import GoldenScores, compare_with_registration, reevaluation_markdown
+from ftpipe.evaluation.reeval import GoldenRun, compare_with_registration, reevaluation_markdown
 from resources import (
     ArtifactStoreResource,
     BaseModelsResource,
@@ -61,11 +61,11 @@ def golden_reevaluation(context: AssetExecutionContext, catalog: CatalogResource
         scores = json.loads((work_dir / "golden_scores.json").read_text())
         digest = scores["golden_set_digest"]
         for (model_id, records), group in zip(groups.items(), scores["groups"]):
-            base = GoldenScores(**group["base"])
+            run = GoldenRun.from_dict(group)
             for record in records:
                 results.append(compare_with_registration(
                     record.adapter_id, record.tenant, model_id, record.metrics, record.base_digest,
-                    bases[model_id].digest, base, GoldenScores(**group["adapters"][record.adapter_id]),
+                    bases[model_id].digest, run.samples(record.adapter_id),
                     config.evaluation.quality_gates, config.evaluation.reeval_tolerance))
         (work_dir.parent / f"{stamp}.json").write_text(json.dumps(
             {"golden_set_digest": digest, "adapters": [r.to_dict() for r in results]}, indent=2))

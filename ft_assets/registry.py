@@ -20,6 +20,7 @@ from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, now_utc
 from ftpipe.catalog.serving import check_adapter
 from ftpipe.evaluation.advice import TrainingSummary, advise
 from ftpipe.evaluation.gates import GateResult, evaluate_gates, gate_metrics, gates_markdown, parse_gates
+from ftpipe.evaluation.intervals import LEVEL
 from ftpipe.landing import results_key
 from ftpipe.notify.outbox import write_notice
 from partitions.tenant_jobs import tenant_jobs_partitions
@@ -32,6 +33,8 @@ from resources import (
 )
 
 SERVED_FILES = ("adapter_config.json", "adapter_model.safetensors")
+INTERVALS_KEPT = ("holdout_delta", "golden_exact_match_delta", "golden_perplexity_ratio")
+"""Metrics recorded in the catalog with their intervals, beside every score's base and tuned values."""
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"duckdb"},
@@ -84,6 +87,11 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     if existing is None:
         metrics = {f"{r['task']}_{r['metric']}_{side}": r[side]
                    for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
+        estimates = gate_metrics(eval_report["eval"])
+        for name in INTERVALS_KEPT:
+            if name in estimates:
+                e = estimates[name]
+                metrics |= {name: e.value, f"{name}_low": e.low, f"{name}_high": e.high}
         registry.register(AdapterRecord(
             adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run_id,
             base_model=eval_report["base_model"]["model_id"], base_digest=eval_report["base_model"]["digest"],
@@ -128,7 +136,7 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
 
 
 def _shown(result: GateResult) -> str:
-    return f"{result.value:.3g}"
+    return f"{result.value:.3g}, {LEVEL:.0%} interval {result.estimate.low:.3g} to {result.estimate.high:.3g}"
 
 
 def _copy_served_files(eval_report: dict, target: Path) -> int | None:
@@ -150,19 +158,24 @@ def _quality_gates(eval_report: dict, platform_gates: dict[str, str]) -> tuple[l
     objective = eval_report["spec"]["objective"]
     gates = (parse_gates(platform_gates, "platform", objective)
              + parse_gates(eval_report["manifest"]["quality_gates"], "manifest", objective))
-    metrics = gate_metrics(eval_report["eval"]["rows"])
+    metrics = gate_metrics(eval_report["eval"])
     results = evaluate_gates(gates, metrics)
     spec = eval_report["spec"]
     training = TrainingSummary(
         loss_history=[tuple(p) for p in eval_report["training"]["loss_history"]], epochs=spec["epochs"],
         learning_rate=spec["learning_rate"], lora_r=spec.get("lora_r"), method=spec["method"],
         n_train=eval_report["check"].stats["train"], data_warnings=eval_report.get("data_warnings", {}))
-    return results, advise([r for r in results if not r.passed], metrics, training)
+    return results, advise([r for r in results if not r.passed], {k: v.value for k, v in metrics.items()}, training)
 
 
 def _gates_report(tenant: str, job: str, adapter_id: str, status: str, gates_md: str, problems: list[str],
                   advice: list[str]) -> str:
-    lines = [f"# Quality gates of {tenant}/{job}", "", f"Adapter `{adapter_id}` is **{status}**.", "", gates_md]
+    lines = [f"# Quality gates of {tenant}/{job}", "", f"Adapter `{adapter_id}` is **{status}**.", "",
+             f"Each metric is shown with its {LEVEL:.0%} interval: the range the score would fall in for most "
+             "sets of such examples, from resampling the evaluated ones (the base and the tuned model in pairs). "
+             "A gate on the held-out set passes only when the whole interval meets it: the gain must be shown. "
+             "A gate on the golden set fails only when the whole interval misses it: the harm must be shown.",
+             "", gates_md]
     if problems:
         lines += ["", "Serving checks:", "", *(f"- {p}" for p in problems)]
     if advice:

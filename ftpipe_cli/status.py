@@ -21,6 +21,9 @@ class JobStatus:
     status: str
     reason: str = ""
     metric: str = ""
+    """The held-out score, base -> tuned, and the gain with its interval."""
+    golden: str = ""
+    """The golden set's exact-match change and answer perplexity ratio, with their intervals."""
     adapter: str = ""
 
 
@@ -38,19 +41,44 @@ def job_statuses(instance: DagsterInstance, registry: AdapterRegistry, tenant: s
             row.reason = f"[{error_class}] {reason}"
         if run.run_id in adapters:
             a = adapters[run.run_id]
-            for metric in ("exact_match", "preference_accuracy"):  # SFT, DPO
-                base, tuned = a.metrics.get(f"holdout_{metric}_base"), a.metrics.get(f"holdout_{metric}_tuned")
-                if base is not None:
-                    row.metric = f"{metric} {base:.2f} -> {tuned:.2f}"
+            row.metric, row.golden = _held_out(a.metrics), _golden(a.metrics)
             row.adapter = f"{a.path} ({a.status})"
         latest[(row.tenant, row.job)] = row
     return list(latest.values())
 
 
+def _interval(metrics: dict, name: str, fmt: str) -> str:
+    """``+0.42 [+0.30, +0.55]``; just the value for adapters registered before intervals were kept."""
+    if name not in metrics:
+        return ""
+    if f"{name}_low" not in metrics:
+        return format(metrics[name], fmt)
+    return f"{metrics[name]:{fmt}} [{metrics[f'{name}_low']:{fmt}}, {metrics[f'{name}_high']:{fmt}}]"
+
+
+def _held_out(metrics: dict) -> str:
+    for metric in ("exact_match", "preference_accuracy"):  # SFT, DPO
+        base, tuned = metrics.get(f"holdout_{metric}_base"), metrics.get(f"holdout_{metric}_tuned")
+        if base is not None:
+            gain = _interval(metrics, "holdout_delta", "+.2f") or f"{tuned - base:+.2f}"
+            return f"{metric} {base:.2f} -> {tuned:.2f}, gain {gain}"
+    return ""
+
+
+def _golden(metrics: dict) -> str:
+    change = _interval(metrics, "golden_exact_match_delta", "+.2f")
+    if not change:
+        base, tuned = metrics.get("golden_exact_match_base"), metrics.get("golden_exact_match_tuned")
+        change = f"{tuned - base:+.2f}" if base is not None else ""
+    ratio = _interval(metrics, "golden_perplexity_ratio", ".2f")
+    return f"EM {change}" + (f", ppl x{ratio}" if ratio else "") if change else ""
+
+
 def format_table(rows: list[JobStatus], width: int = 100) -> str:
-    headers = ["tenant", "job", "status", "held-out metric (base -> tuned)", "adapter / failure reason"]
+    headers = ["tenant", "job", "status", "held-out (base -> tuned, gain [95% interval])",
+               "golden set change [95% interval]", "adapter / failure reason"]
     # A failed job shows why, even when it left a draft adapter behind (a failed quality gate).
-    body = [[r.tenant, r.job, r.status, r.metric or "-", r.reason or r.adapter or "-"] for r in rows]
+    body = [[r.tenant, r.job, r.status, r.metric or "-", r.golden or "-", r.reason or r.adapter or "-"] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
     widths[-1] = min(widths[-1], width)
 

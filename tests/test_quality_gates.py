@@ -4,6 +4,7 @@ import pytest
 
 from ftpipe.evaluation.advice import TrainingSummary, advise
 from ftpipe.evaluation.gates import GateError, evaluate_gates, gate_metrics, parse_gate, parse_gates
+from ftpipe.evaluation.intervals import Estimate
 from ftpipe.manifest import ManifestError, parse_manifest
 from ftpipe.tenants import PlatformConfig
 
@@ -15,23 +16,30 @@ ROWS = [
 ]
 
 
+def _point_values(rows) -> dict[str, float]:
+    """A report without per-example scores (written before intervals were kept) gives point values."""
+    metrics = gate_metrics({"rows": rows})
+    assert all(e.low == e.value == e.high for e in metrics.values())
+    return {name: e.value for name, e in metrics.items()}
+
+
 def test_metrics_include_aliases_and_the_golden_regression():
-    metrics = gate_metrics(ROWS)
+    metrics = _point_values(ROWS)
     assert metrics["holdout_score"] == 0.7 and metrics["holdout_delta"] == 0.7
     assert metrics["holdout_exact_match_base"] == 0.0 and metrics["golden_perplexity_delta"] == 0.1
     assert metrics["golden_regression"] == pytest.approx(0.05)
     improved_golden = [dict(r, tuned=0.6, delta=0.1) if r["task"] == "golden" and r["metric"] == "exact_match"
                        else r for r in ROWS]
-    assert gate_metrics(improved_golden)["golden_regression"] == 0.0  # a gain is no regression
+    assert _point_values(improved_golden)["golden_regression"] == 0.0  # a gain is no regression
 
 
 def test_gates_pass_and_fail_on_their_thresholds():
     gates = parse_gates({"holdout_exact_match": ">= 0.6", "golden_regression": "<= 0.01",
                          "holdout_perplexity": "< 1.2"}, source="manifest", objective="sft")
-    results = {str(r.gate): r.passed for r in evaluate_gates(gates, gate_metrics(ROWS))}
+    results = {str(r.gate): r.passed for r in evaluate_gates(gates, gate_metrics({"rows": ROWS}))}
     assert results == {"holdout_exact_match >= 0.6": True, "golden_regression <= 0.01": False,
                        "holdout_perplexity < 1.2": True}
-    (strict,) = evaluate_gates([parse_gate("holdout_exact_match", ">=0.75")], gate_metrics(ROWS))
+    (strict,) = evaluate_gates([parse_gate("holdout_exact_match", ">=0.75")], gate_metrics({"rows": ROWS}))
     assert not strict.passed and strict.value == 0.7
 
 
@@ -68,12 +76,13 @@ def _training(history, **kw):
     return TrainingSummary(loss_history=list(enumerate(history)), **{**defaults, **kw})
 
 
-def _failed(metrics):
-    return [r for r in evaluate_gates([parse_gate("holdout_delta", "> 0.5")], metrics) if not r.passed]
+def _failed(metrics: dict[str, float]):
+    points = {name: Estimate.point(value) for name, value in metrics.items()}
+    return [r for r in evaluate_gates([parse_gate("holdout_delta", "> 0.5")], points) if not r.passed]
 
 
 def test_advice_reads_the_curve_and_the_data():
-    flat = gate_metrics([dict(ROWS[0], tuned=0.1, delta=0.1)] + ROWS[1:])
+    flat = _point_values([dict(ROWS[0], tuned=0.1, delta=0.1)] + ROWS[1:])
     still_falling = advise(_failed(flat), flat, _training([3.0, 2.6, 2.2, 1.9, 1.6, 1.3, 1.0, 0.8]))
     assert any("still falling" in a and "epochs: 4" in a for a in still_falling)
 
@@ -94,14 +103,15 @@ def test_advice_reads_the_curve_and_the_data():
 
 
 def test_no_advice_when_every_gate_passed():
-    metrics = gate_metrics(ROWS)
+    metrics = gate_metrics({"rows": ROWS})
     passed = evaluate_gates([parse_gate("holdout_delta", "> 0")], metrics)
-    assert advise([r for r in passed if not r.passed], metrics, _training([3.0, 1.0])) == []
+    assert advise([r for r in passed if not r.passed], _point_values(ROWS), _training([3.0, 1.0])) == []
 
 
 def test_a_failed_golden_gate_advises_against_forgetting():
-    metrics = gate_metrics(ROWS)  # golden exact match fell 0.05
-    failed = [r for r in evaluate_gates([parse_gate("golden_regression", "<= 0.01")], metrics) if not r.passed]
+    metrics = _point_values(ROWS)  # golden exact match fell 0.05
+    failed = [r for r in evaluate_gates([parse_gate("golden_regression", "<= 0.01")], gate_metrics({"rows": ROWS}))
+              if not r.passed]
     advice = advise(failed, metrics, _training([3.0, 1.5, 1.2, 1.1]))
     assert any("General skills regressed" in a and "5.0%" in a for a in advice)
     passed_golden = advise(_failed(metrics | {"holdout_delta": 0.1}), metrics, _training([3.0, 1.5, 1.2, 1.1]))

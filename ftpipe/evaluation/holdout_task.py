@@ -119,14 +119,14 @@ _HOOKS_MODULE = "ftpipe_lm_eval_hooks"
 _HOOKS_SOURCE = "from ftpipe.evaluation.lm_eval_hooks import answer_perplexity  # noqa: F401\n"
 
 
-def write_perplexity_task(task_dir: str | Path, task_name: str, docs: list[dict], count_tokens) -> str:
+def write_perplexity_task(task_dir: str | Path, task_name: str, docs: list[dict], n_tokens: list[int]) -> str:
     """Write the answer-perplexity task over ``answer_docs`` and return the main system instruction.
 
-    ``count_tokens(text)`` counts an answer's tokens with the model's tokenizer: lm-eval hands the per-document
+    ``n_tokens`` counts each answer's tokens with the model's tokenizer: lm-eval hands the per-document
     log-likelihood to the metric, and the token count turns the sum into a per-token perplexity.
     """
     task_dir = Path(task_dir)
-    docs = [{**d, "n_tokens": count_tokens(d["answer"])} for d in docs]
+    docs = [{**d, "n_tokens": n} for d, n in zip(docs, n_tokens, strict=True)]
     data_file = _write_docs(task_dir, task_name, docs)
     (task_dir / f"{_HOOKS_MODULE}.py").write_text(_HOOKS_SOURCE)
     task = {

@@ -14,6 +14,10 @@ from ftpipe.evaluation.smoke import smoke_generation
 SMOKE_PROMPTS = 3
 
 
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
 def _last_assistant(messages: list[dict]) -> int:
     return max(i for i, m in enumerate(messages) if m["role"] == "assistant")
 
@@ -44,9 +48,16 @@ def main() -> None:
         metadata = {"report": {"raw_value": report.to_markdown() + "\n\n" + smoke.to_markdown(), "type": "md"},
                     "n_holdout": report.n_holdout, "smoke_passed": smoke.passed}
         for row in report.rows:  # 4 significant digits: more is noise on a few hundred questions
-            metadata[f"{row.task}_{row.metric}_base"] = float(f"{row.base:.4g}")
-            metadata[f"{row.task}_{row.metric}_tuned"] = float(f"{row.tuned:.4g}")
-            metadata[f"{row.task}_{row.metric}_delta"] = float(f"{row.delta:.4g}")
+            metadata[f"{row.task}_{row.metric}_base"] = _sig(row.base.value)
+            metadata[f"{row.task}_{row.metric}_tuned"] = _sig(row.tuned.value)
+            metadata[f"{row.task}_{row.metric}_delta"] = _sig(row.delta.value)
+            metadata[f"{row.task}_{row.metric}_delta_low"] = _sig(row.delta.low)
+            metadata[f"{row.task}_{row.metric}_delta_high"] = _sig(row.delta.high)
+        for task in ("holdout", "golden"):
+            ratio = report.estimates[f"{task}_perplexity_ratio"]
+            metadata[f"{task}_perplexity_ratio"] = _sig(ratio.value)
+            metadata[f"{task}_perplexity_ratio_low"] = _sig(ratio.low)
+            metadata[f"{task}_perplexity_ratio_high"] = _sig(ratio.high)
         pipes.report_asset_materialization(metadata=metadata)
 
 

@@ -7,7 +7,6 @@ Extras: ``groups`` (a list of ``{"base_model_path", "adapters": {adapter_id: pat
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from dagster_pipes import open_dagster_pipes
@@ -21,10 +20,10 @@ def main() -> None:
         out, digest = [], ""
         for n, group in enumerate(pipes.get_extra("groups")):
             pipes.log.info(f"golden set: {group['base_model_path']} and {len(group['adapters'])} adapter(s)")
-            base, tuned, digest = golden_scores(group["base_model_path"], group["adapters"], work_dir / f"group-{n}",
-                                                pipes.get_extra("golden_set"))
-            out.append({"base_model_path": group["base_model_path"], "base": asdict(base),
-                        "adapters": {adapter_id: asdict(s) for adapter_id, s in tuned.items()}})
+            run = golden_scores(group["base_model_path"], group["adapters"], work_dir / f"group-{n}",
+                                pipes.get_extra("golden_set"))
+            digest = run.digest
+            out.append({"base_model_path": group["base_model_path"], **run.to_dict()})
         (work_dir / "golden_scores.json").write_text(json.dumps({"golden_set_digest": digest, "groups": out}))
         pipes.log.info(f"scored {sum(len(g['adapters']) for g in out)} adapter(s) on the golden set")
 
