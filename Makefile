@@ -15,7 +15,7 @@ export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install dagster-home demo test test-fast ui daemon clean
+.PHONY: install dagster-home demo test test-fast test-kernels ui daemon clean
 
 install: $(STAMP)
 
@@ -41,6 +41,14 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -ra -m "not slow"
+
+# The tests whose outcome rests on what a tiny model scores, again under the float kernels and thread counts
+# of other machines: ATEN_CPU_CAPABILITY changes the vectorised kernels (and so the summation order), and the
+# thread count changes how reductions are split. A margin smaller than these moves is a test that fails
+# somewhere else.
+test-kernels: install
+	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 $(PY) -m pytest -ra -m quality
+	ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=2 $(PY) -m pytest -ra -m quality
 
 ui: install dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml

@@ -204,7 +204,8 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
 def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, base_models: BaseModelsResource,
                       artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource,
                       catalog: CatalogResource):
-    """The train split rendered through the base model's chat template with assistant masks, cached by content.
+    """The train split rendered through the base model's chat template with assistant masks, cached by content,
+    and the held-out split beside it (the validation loss during training).
 
     The same table is the pre-flight: its token counts give the statistics, errors and cost estimate.
     """
@@ -228,7 +229,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
                         base.chat_template_digest, max_len, manifest["objective"])
     cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
-    hit = cache_file.exists()
+    holdout_file = artifacts.layout().tokenized_holdout_cache(tenant, cache_key)
+    hit = cache_file.exists() and holdout_file.exists()  # an entry from before held-out splits were tokenized
     if not hit:
         logged = 0
 
@@ -241,7 +243,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         try:
             tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
-                                cache_file, max_len, manifest["objective"], progress)
+                                cache_file, max_len, manifest["objective"], progress, eval_file=holdout_file)
         except TemplateRefused as exc:
             raise fail_on_input(context, store, tenant, job, f"{exc}; the base model {manifest['base_model']} cannot train "
                                 "on it as it is") from None
@@ -255,7 +257,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     try:
         plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
                              hyperparameters, str(cache_file), stats_table.height,
-                             int(stats_table["n_tokens"].max() or 0), pool)
+                             int(stats_table["n_tokens"].max() or 0), pool,
+                             eval_file=str(holdout_file))
     except DoesNotFit as exc:
         raise fail_on_input(context, store, tenant, job, f"manifest.yaml: {exc}") from None
     epochs = plan.spec.epochs_to_run(stats_table.height, pool.gpus_per_slot)

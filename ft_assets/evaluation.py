@@ -8,6 +8,8 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from ft_assets.gpu import run_on_pool
 from ft_assets.partition import publish
+from ftpipe.landing import results_key
+from ftpipe.training.plots import as_markdown, curve_from_record
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     ArtifactStoreResource,
@@ -16,6 +18,9 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
+
+
+CURVE_FILE = "loss_curve.png"
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="evaluation", kinds={"lm-eval"})
@@ -37,14 +42,34 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
     reported = dict(invocation.get_materialize_result().metadata or {})
     report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())
     table = reported["report"].value if "report" in reported else ""
-    summary = "".join(f"- {line}\n" for line in report.get("summary", []))
-    publish(landing.store(), tenant, job, "eval_report.md",
+    store = landing.store()
+    # The curves beside the scores: a validation loss that turned up shows overfitting before any score does.
+    curve = curve_from_record(adapter["training"], run_dir / CURVE_FILE)
+    store.write_bytes(results_key(tenant, job, CURVE_FILE), curve.read_bytes(), overwrite=True)
+    summary = "".join(f"- {line}\n" for line in [*report.get("summary", []), *_training_summary(adapter["training"])])
+    publish(store, tenant, job, "eval_report.md",
             f"# Evaluation of {tenant}/{job}\n\nBase model `{adapter['base_model']['model_id']}` vs the tuned "
             f"adapter on {report['n_holdout']} held-out examples and the platform's golden set of "
             f"{report['n_golden']} general questions (`{report['golden_set_digest'][:12]}`). Intervals are "
             f"{report['confidence_level']:.0%} intervals from resampling the examples, the two models in pairs."
-            f"\n\n{summary}\n{table}\n")
-    publish(landing.store(), tenant, job, "eval_report.json", json.dumps(report, indent=2))
+            f"\n\n{summary}\n{table}\n\n![training and validation loss]({CURVE_FILE})\n")
+    publish(store, tenant, job, "eval_report.json", json.dumps(report, indent=2))
     return Output({**adapter, "eval": report}, metadata={
         **reported, "report": MetadataValue.md(table), "golden_set_digest": report["golden_set_digest"],
-        "n_golden": report["n_golden"]})
+        "n_golden": report["n_golden"], "loss_curve": MetadataValue.md(as_markdown(curve))})
+
+
+def _training_summary(training: dict) -> list[str]:
+    """Which weights were evaluated, read off the validation curve, in words."""
+    history = training.get("eval_history") or []
+    if not history:
+        return ["No validation loss was measured during training (no held-out split); the adapter is the last "
+                "step's weights."]
+    best_step, last_step = training.get("best_step"), training["steps"]
+    line = (f"Validation loss on the held-out split, {len(history)} evaluations: from {history[0][1]:.3f} at step "
+            f"{history[0][0]} to a lowest {training['best_eval_loss']:.3f} at step {best_step}, "
+            f"{history[-1][1]:.3f} at the last evaluation (step {history[-1][0]}); the adapter evaluated here holds "
+            f"the weights of step {training['selected_step']} of {last_step} ({training['checkpoint_selection']})")
+    if training.get("early_stopped"):
+        line += ", and training stopped early when the validation loss stopped improving"
+    return [line + "."]

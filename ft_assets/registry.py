@@ -160,11 +160,9 @@ def _quality_gates(eval_report: dict, platform_gates: dict[str, str]) -> tuple[l
              + parse_gates(eval_report["manifest"]["quality_gates"], "manifest", objective))
     metrics = gate_metrics(eval_report["eval"])
     results = evaluate_gates(gates, metrics)
-    spec = eval_report["spec"]
-    training = TrainingSummary(
-        loss_history=[tuple(p) for p in eval_report["training"]["loss_history"]], epochs=spec["epochs"],
-        learning_rate=spec["learning_rate"], lora_r=spec.get("lora_r"), method=spec["method"],
-        n_train=eval_report["check"].stats["train"], data_warnings=eval_report.get("data_warnings", {}))
+    training = TrainingSummary.from_record(eval_report["training"], eval_report["spec"],
+                                           n_train=eval_report["check"].stats["train"],
+                                           data_warnings=eval_report.get("data_warnings", {}))
     return results, advise([r for r in results if not r.passed], {k: v.value for k, v in metrics.items()}, training)
 
 

@@ -3,6 +3,7 @@
 import json
 import re
 import signal
+import tempfile
 from pathlib import Path
 
 from dagster import AssetExecutionContext, AssetKey, DagsterInstance, Failure, MetadataValue, Output, asset
@@ -16,8 +17,10 @@ from ftpipe.metering.classify import INTERRUPTED, LOST
 from ftpipe.metering.ledger import UsageRecord
 from ftpipe.tenants import PoolConfig
 from ftpipe.training.cost import estimate_cost
+from ftpipe.training.plots import as_markdown, curve_from_record
 from ftpipe.training.runner import TRAINING_RESULT, completed_training
 from ftpipe.training.spec import TrainJobSpec
+from ftpipe.training.validation import validation_metadata
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     ArtifactStoreResource,
@@ -53,12 +56,15 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     if finished is not None:
         context.log.info(f"reusing the finished training in {spec.output_dir} ({finished['steps']} steps): "
                          "no trainer launched, nothing metered")
+        with tempfile.TemporaryDirectory() as tmp:  # drawn again from the record: the folder may be read-only
+            curve = as_markdown(curve_from_record(finished, Path(tmp) / "loss_curve.png"))
         return Output(
             {**tokenized_dataset, "adapter_dir": f"{spec.output_dir}/adapter", "spec": spec.to_dict(),
              "spec_hash": spec_hash, "training": finished},
             metadata={"reused_training": True, "steps": finished["steps"],
-                      "final_loss": _sig(finished["final_loss"], 4), "spec": MetadataValue.json(spec.to_dict()),
-                      "gpu_seconds": 0.0, "billed": False},
+                      "final_loss": _sig(finished["final_loss"], 4), **validation_metadata(finished),
+                      "loss_curve": MetadataValue.md(curve),
+                      "spec": MetadataValue.json(spec.to_dict()), "gpu_seconds": 0.0, "billed": False},
         )
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
     pool_name = tokenized_dataset["pool"]

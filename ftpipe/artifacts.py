@@ -27,6 +27,10 @@ class ArtifactLayout:
     def tokenized_cache(self, tenant: str, cache_key: str) -> Path:
         return self.tenant_dir(tenant) / "cache" / "tokenized" / f"{cache_key[:24]}.parquet"
 
+    def tokenized_holdout_cache(self, tenant: str, cache_key: str) -> Path:
+        """The held-out split of the same cache entry, tokenized alike: the validation loss during training."""
+        return self.tenant_dir(tenant) / "cache" / "tokenized" / f"{cache_key[:24]}.holdout.parquet"
+
     def training_dir(self, tenant: str, job: str, spec_hash: str) -> Path:
         """Keyed by the resolved spec, so a retried run of the same job finds its own checkpoints."""
         return self.job_dir(tenant, job) / "training" / spec_hash[:16]

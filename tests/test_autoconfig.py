@@ -27,7 +27,9 @@ def test_the_tiny_model_gets_the_settings_that_train_it(tiny_model):
     assert (spec.micro_batch_size, spec.gradient_accumulation_steps) == (8, 1)
     automatic = {r["name"] for r in plan.rows if r["source"] == "automatic"}
     assert automatic == {"learning_rate", "lora_r", "lora_alpha", "epochs", "micro_batch_size",
-                         "gradient_accumulation_steps", "activation_checkpointing"}
+                         "gradient_accumulation_steps", "activation_checkpointing", "eval_steps"}
+    # 135 examples in batches of 8 are 17 steps an epoch, 51 in 3 epochs: the validation loss every 5.
+    assert spec.eval_steps == 5 and "51 optimizer steps" in {r["name"]: r for r in plan.rows}["eval_steps"]["reason"]
     assert spec.activation_checkpointing is False  # 0.8M parameters fit without recomputation
 
 

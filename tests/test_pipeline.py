@@ -42,6 +42,9 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
         adapter_meta = result.asset_materializations_for_node("adapter")[0].metadata
         assert adapter_meta["final_loss"].value < adapter_meta["train_loss"].value * 2
         assert "data:image/png;base64," in adapter_meta["loss_curve"].value
+        # The validation loss on the held-out split, measured while training; the adapter is its best step's.
+        assert adapter_meta["checkpoint_selection"].value == "best" and adapter_meta["evaluations"].value >= 5
+        assert adapter_meta["best_eval_loss"].value <= adapter_meta["eval_loss"].value
         assert adapter_meta["tokens_per_second"].value > 0
         (serving,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "serving_compatible"]
         assert serving.passed
@@ -70,6 +73,7 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
     assert "Validation passed" in validation
     assert "| epochs | 4 | manifest | set by the tenant |" in validation  # the plan the trainer ran
     assert "| learning_rate | 0.002 | automatic |" in validation
+    assert "| eval_steps |" in validation and "| checkpoint_selection | best | default |" in validation
 
 
 def test_broken_rows_block_the_run_before_any_training(local_resources):

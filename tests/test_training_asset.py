@@ -157,6 +157,7 @@ def test_a_two_worker_slot_trains_under_torchrun_and_reports_once(local_resource
         assert usage.gpu_seconds == pytest.approx(2 * (usage.ended_at - usage.started_at).total_seconds())
         logs = [r.user_message for r in instance.all_logs(result.run_id)]
     assert sum("step 5/6 loss=" in m for m in logs) == 1  # logged every 5 steps, by rank 0 only
+    assert sum("step 6/6 eval_loss=" in m for m in logs) == 1  # the validation loss too, on both workers' shares
     # The workers are torchrun's children: they watch the run worker (here, this process) instead.
     assert f"training stops if process {os.getpid()} exits" in logs
     (checkpoint,) = Path(local_resources["artifacts"].root).glob("tenants/acme/jobs/pair/training/*/checkpoints/checkpoint-*")
@@ -189,6 +190,12 @@ def test_a_second_run_of_a_trained_partition_reuses_the_training_without_a_train
         again = {k: v.value for k, v in second.asset_materializations_for_node("adapter")[0].metadata.items()}
         assert again["reused_training"] is True and again["billed"] is False and again["gpu_seconds"] == 0
         assert (again["steps"], again["final_loss"]) == (6, meta["final_loss"])
+        # The validation loss, and which weights the adapter holds, read back from the record.
+        assert meta["checkpoint_selection"] == "best" and meta["evaluations"] == 6  # 6 steps: automatic eval_steps 1
+        for name in ("eval_loss", "best_step", "best_eval_loss", "checkpoint_selection", "selected_step",
+                     "early_stopped", "evaluations"):
+            assert again[name] == meta[name], name
+        assert again["loss_curve"].startswith("![loss curve](data:image/png;base64,")
         assert second.output_for_node("adapter")["adapter_dir"] == first.output_for_node("adapter")["adapter_dir"]
         assert any("reusing the finished training" in r.user_message for r in instance.all_logs(second.run_id))
         assert pool_calibration(instance, "cpu-local") == calibration  # not counted twice

@@ -4,7 +4,8 @@
     ExamplesChecker      the pandera model (errors) and the data-quality checks (warnings), chunk by chunk
     validate_to_parquet  both in one pass, writing the normalized examples as they go: bounded memory
     tokenize_to_parquet  the train split rendered and tokenized slice by slice (ftpipe.data.tokenize): the
-                         tokenized cache, whose statistics are the pre-flight (ftpipe.data.preflight)
+                         tokenized cache, whose statistics are the pre-flight (ftpipe.data.preflight); the
+                         held-out split beside it, for the validation loss during training
 """
 
 from __future__ import annotations
@@ -225,10 +226,13 @@ def train_row_count(examples_file: str | Path) -> int:
 
 
 def tokenize_to_parquet(tokenizer, examples_file: str | Path, out_file: str | Path, max_len: int, objective: str,
-                        progress=None, slice_rows: int = TOKENIZE_SLICE_ROWS) -> int:
+                        progress=None, slice_rows: int = TOKENIZE_SLICE_ROWS,
+                        eval_file: str | Path | None = None) -> int:
     """The train split of a ``validate_to_parquet`` file, tokenized into ``out_file`` one slice at a time, so that
-    memory holds one slice, not the upload. ``progress(done, total)`` after each batch. Returns the number of
-    examples written."""
+    memory holds one slice, not the upload; with ``eval_file``, the held-out split into it the same way in the
+    same pass (the validation loss during training). ``progress(done, total)`` after each batch of the train
+    split. Returns the number of train examples written. ``eval_file`` is complete before ``out_file`` appears,
+    so a cache whose train file exists has both."""
     from ftpipe.data.tokenize import tokenize_examples
 
     total, done = train_row_count(examples_file), 0
@@ -236,18 +240,33 @@ def tokenize_to_parquet(tokenizer, examples_file: str | Path, out_file: str | Pa
     def no_examples() -> pl.DataFrame:
         return tokenize_examples(tokenizer, pl.scan_parquet(examples_file).head(0).collect(), max_len, objective)
 
-    with parquet_written_whole(out_file, no_examples) as append:
+    def tokenized(rows: pl.DataFrame, in_slice=None) -> pl.DataFrame:
+        try:
+            return tokenize_examples(tokenizer, rows, max_len, objective, in_slice)
+        except TemplateError as exc:
+            raise _template_refusal(tokenizer, rows) or TemplateRefused(f"the chat template: {exc}") from None
+
+    with parquet_written_whole(out_file, no_examples) as append, _optional_parquet(eval_file, no_examples) as held_out:
         for frame in parquet_frames(examples_file, batch_rows=slice_rows):
+            if eval_file is not None and not (holdout := frame.filter(pl.col("split") == "holdout")).is_empty():
+                held_out(tokenized(holdout))
             train = frame.filter(pl.col("split") == "train")
             if train.is_empty():
                 continue
             in_slice = None if progress is None else (lambda n, _, offset=done: progress(offset + n, total))
-            try:
-                append(tokenize_examples(tokenizer, train, max_len, objective, in_slice))
-            except TemplateError as exc:
-                raise _template_refusal(tokenizer, train) or TemplateRefused(f"the chat template: {exc}") from None
+            append(tokenized(train, in_slice))
             done += train.height
     return done
+
+
+@contextmanager
+def _optional_parquet(out_file: str | Path | None, empty: Callable[[], pl.DataFrame]):
+    """``parquet_written_whole`` when there is a file to write; otherwise an ``append`` that is never called."""
+    if out_file is None:
+        yield lambda frame: None
+        return
+    with parquet_written_whole(out_file, empty) as append:
+        yield append
 
 
 class TemplateRefused(ValueError):

@@ -7,6 +7,7 @@ a tenant can judge it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ftpipe.evaluation.gates import GateResult
@@ -19,6 +20,8 @@ MEMORISED = 0.25
 BARELY_MOVED = 0.8
 # A late loss this many times its minimum is a spike: the learning rate is too high.
 SPIKE = 1.5
+# A validation loss that ends this share above its minimum, while the training loss fell after it: overfitting.
+OVERFIT_RISE = 0.1
 # Data warnings that touch more than this share of the training examples are worth fixing first.
 NOTABLE_SHARE = 0.05
 FEW_EXAMPLES = 200
@@ -33,6 +36,23 @@ class TrainingSummary:
     method: str
     n_train: int
     data_warnings: dict[str, int] = field(default_factory=dict)
+    eval_history: list[tuple[int, float]] = field(default_factory=list)
+    """The validation loss during training, (step, loss); empty when the job had none."""
+    checkpoint_selection: str = "last"
+    """Which weights the adapter holds: ``best`` (the lowest validation loss) or ``last``."""
+    max_steps: int = 0
+    """The optimizer steps ``epochs`` make (an early-stopped run ran fewer); 0: the last evaluated step."""
+
+    @classmethod
+    def from_record(cls, training: dict, spec: dict, n_train: int,
+                    data_warnings: dict[str, int] | None = None) -> "TrainingSummary":
+        """From a finished training's record (``ftpipe.training.runner.save_completed``) and its spec."""
+        return cls(loss_history=[tuple(p) for p in training["loss_history"]], epochs=spec["epochs"],
+                   learning_rate=spec["learning_rate"], lora_r=spec.get("lora_r"), method=spec["method"],
+                   n_train=n_train, data_warnings=data_warnings or {},
+                   eval_history=[tuple(p) for p in training.get("eval_history", [])],
+                   checkpoint_selection=training.get("checkpoint_selection", "last"),
+                   max_steps=training.get("max_steps", 0))
 
 
 def advise(failed: list[GateResult], metrics: dict[str, float], training: TrainingSummary) -> list[str]:
@@ -48,7 +68,10 @@ def advise(failed: list[GateResult], metrics: dict[str, float], training: Traini
         advice.append(f"The training loss spiked after reaching {lowest:.3f} (up to "
                       f"{max(losses[losses.index(lowest):]):.3f}): lower the learning rate, e.g. "
                       f"hyperparameters.learning_rate: {training.learning_rate / 2:.1e}.")
-    if losses and first > 0 and last < MEMORISED * first and held_out_worse:
+    overfit = _overfitting(training)
+    if overfit:
+        advice.append(overfit)
+    elif losses and first > 0 and last < MEMORISED * first and held_out_worse:
         advice.append(f"The training loss fell to {last / first:.0%} of its start while the held-out perplexity "
                       f"got worse: the model memorised the training set. Train fewer epochs (e.g. epochs: "
                       f"{max(1.0, training.epochs / 2):g}), lower the learning rate, or add more varied examples.")
@@ -77,3 +100,28 @@ def advise(failed: list[GateResult], metrics: dict[str, float], training: Traini
         advice.append("Nothing in the training curve or the data explains the result: check that the held-out "
                       "examples ask what the training examples teach, and compare the samples in the eval report.")
     return advice
+
+
+def _overfitting(training: TrainingSummary) -> str | None:
+    """The validation loss rose clearly after its minimum while the training loss kept falling: the model
+    learned its training examples rather than the task after that step. Advice names the step, the epochs that
+    stop there, and early stopping."""
+    history = [(step, loss) for step, loss in training.eval_history if math.isfinite(loss)]
+    if len(history) < 3:
+        return None
+    best_step, best_loss = min(history, key=lambda p: (p[1], p[0]))
+    last_step, last_loss = history[-1]
+    if best_step == last_step or best_loss <= 0 or last_loss < (1 + OVERFIT_RISE) * best_loss:
+        return None
+    train_at_best = [loss for step, loss in training.loss_history if step <= best_step]
+    train_after = [loss for step, loss in training.loss_history if step > best_step]
+    if not train_at_best or not train_after or train_after[-1] >= train_at_best[-1]:
+        return None  # both rose: a learning-rate problem (the spike rule), not overfitting
+    epochs = float(f"{max(0.1, training.epochs * best_step / (training.max_steps or last_step)):.2g}")
+    kept = (f" The adapter holds the step-{best_step} weights (checkpoint_selection: best); training past it only "
+            "cost time." if training.checkpoint_selection == "best" else "")
+    return (f"The validation loss was lowest at step {best_step} ({best_loss:.3f}) and rose to {last_loss:.3f} by step "
+            f"{last_step} while the training loss kept falling ({train_at_best[-1]:.3f} -> {train_after[-1]:.3f}): "
+            f"the model overfit after step {best_step}. Stop there: epochs: {epochs:g}, or "
+            f"early_stopping_patience: 2 to stop once the validation loss stops improving; more varied examples "
+            f"let it train longer.{kept}")

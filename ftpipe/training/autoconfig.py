@@ -10,7 +10,8 @@ shows which values came from where.
 - micro-batch: the largest power of two up to the effective batch whose memory estimate fits 90% of one
   GPU of the pool; gradient accumulation makes up the rest of the effective batch; activation checkpointing
   (about a third more compute) only when not even a micro-batch of one fits without it;
-- epochs by dataset size: 3 below 1,000 examples, 2 below 10,000, then 1.
+- epochs by dataset size: 3 below 1,000 examples, 2 below 10,000, then 1;
+- the validation loss about 10 times per run (``eval_steps``), once the steps are known.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from ftpipe.training.memory import ModelShape, estimate_memory
 from ftpipe.training.methods import ADAPTER_METHODS
+from ftpipe.training.validation import AUTO_EVALUATIONS
 
 TARGET_EFFECTIVE_BATCH = 16
 MIN_STEPS_PER_EPOCH = 10
@@ -92,3 +94,22 @@ def auto_hyperparameters(shape: ModelShape, method: str, n_examples: int, seq_le
     chosen["gradient_accumulation_steps"] = Choice(
         accumulation, f"effective batch {micro * accumulation * gpus} = {micro} x {accumulation} x {gpus} GPU(s)")
     return chosen
+
+
+def optimizer_steps(spec, n_examples: int, gpus: int = 1) -> int:
+    """The optimizer steps the Trainer will run, as it counts them (a last short accumulation is a step)."""
+    if spec.max_steps > 0:
+        return spec.max_steps
+    batches = math.ceil(n_examples / (spec.micro_batch_size * gpus))
+    per_epoch = max(1, math.ceil(batches / spec.gradient_accumulation_steps))
+    return max(1, math.ceil(spec.epochs * per_epoch))
+
+
+def evaluation_interval(spec, n_examples: int, gpus: int = 1) -> Choice:
+    """About ``AUTO_EVALUATIONS`` validation losses per run. Packed rows are only counted when training
+    starts, so a packed run keeps 0: the Trainer then takes a tenth of its own step count."""
+    if spec.packing:
+        return Choice(0, f"every {1 / AUTO_EVALUATIONS:.0%} of the steps, counted when the packed rows are")
+    steps = optimizer_steps(spec, n_examples, gpus)
+    every = max(1, round(steps / AUTO_EVALUATIONS))
+    return Choice(every, f"about {AUTO_EVALUATIONS} evaluations over {steps:,} optimizer steps")

@@ -1,5 +1,5 @@
-"""Trainer callbacks: progress to a sink, checkpoint schedule and commit, early stop, divergence guard, and the
-loss window carried across a resume.
+"""Trainer callbacks: progress to a sink, checkpoint schedule and commit, early stop, divergence guard, the
+loss window carried across a resume, and the best-evaluated weights.
 
 They use the public ``TrainerCallback`` hooks, so they work for SFTTrainer and DPOTrainer alike; only
 ``LossWindow`` also touches the Trainer's private loss accumulator.
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,12 +20,14 @@ from transformers import TrainerCallback
 
 from ftpipe.training import checkpoints
 from ftpipe.training.interrupts import StopRequest
+from ftpipe.training.validation import best_as_of, best_of, eval_history, evals_since_best
 
 MetricsSink = Callable[[dict], None]
 
 
 class MetricsToSink(TrainerCallback):
-    """Forward each logging step (loss, learning rate, grad norm, throughput, memory) to the sink."""
+    """Forward each logging step (loss, learning rate, grad norm, throughput, memory) and each evaluation
+    (``eval_loss``) to the sink."""
 
     def __init__(self, sink: MetricsSink, tokens_per_step: float) -> None:
         self.sink = sink
@@ -36,6 +40,10 @@ class MetricsToSink(TrainerCallback):
         self.first_step = state.global_step  # a resumed run counts throughput from where it resumed
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "eval_loss" in logs:
+            self.sink({"step": state.global_step, "max_steps": state.max_steps,
+                       "eval_loss": float(logs["eval_loss"])})
+            return
         if not logs or "loss" not in logs:
             return
         elapsed = max(time.monotonic() - self.start, 1e-9)
@@ -98,7 +106,7 @@ class CheckpointSchedule(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         due = time.monotonic() - self.last_save >= self.interval
         stop = bool(self.stop and self.stop.requested)
-        due, stop = _agree_across_ranks(args, due, stop)
+        due, stop = agree_across_ranks(args, due, stop)
         if due or stop:
             control.should_save = True
         if stop:
@@ -170,7 +178,7 @@ class CommitCheckpoints(TrainerCallback):
     def on_save(self, args, state, control, model=None, **kwargs):
         staged = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         # Under FSDP each rank sees only its shard of the weights: the verdict is reduced across ranks.
-        (poisoned,) = _agree_across_ranks(args, model is not None and not _weights_finite(model))
+        (poisoned,) = agree_across_ranks(args, model is not None and not _weights_finite(model))
         if poisoned:
             self.divergence.step = self.divergence.step or state.global_step
             self.divergence.detail = self.divergence.detail or "non-finite weights"
@@ -188,6 +196,89 @@ class CommitCheckpoints(TrainerCallback):
         _barrier()  # and no rank runs ahead to a step whose checkpoint could be taken before this commit
 
 
+class BestAdapter(TrainerCallback):
+    """Keep the weights of the lowest validation loss in ``best/step-N/``, and stop training after ``patience``
+    evaluations in a row without a lower one.
+
+    The Trainer's ``load_best_model_at_end`` would keep the best *checkpoint* out of the rotation, but the
+    rotation here is CommitCheckpoints', and a checkpoint also carries optimizer state worth twice the adapter.
+    So the best weights are saved on their own, the way the final adapter is (``save_model``), into
+    ``best/.staging-step-N`` and renamed to ``best/step-N`` once written and checksummed: a ``step-N`` directory
+    is whole.
+
+    What carries the best across a resume is the evaluation history in ``trainer_state.json``, which every
+    checkpoint holds: the resumed run knows the best step as of its checkpoint, and that step's directory is
+    kept. Directories of steps after the checkpoint came from an attempt whose later steps are trained again,
+    and are removed; so is any best that no committed checkpoint and no current best names (a resume may fall
+    back to any committed checkpoint, so each one's best is kept).
+    """
+
+    PREFIX = "step-"
+
+    def __init__(self, root: Path, area: checkpoints.CheckpointArea, keep_weights: bool, patience: int,
+                 log: Callable[[str], None]) -> None:
+        self.root = root
+        self.area = area
+        self.keep_weights = keep_weights
+        self.patience = patience
+        self.log = log
+        self.trainer = None  # set once the trainer is built
+        self.stopped_early_at: int | None = None
+
+    def weights_of(self, step: int) -> Path:
+        return self.root / f"{self.PREFIX}{step}"
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self._prune(eval_history(state.log_history))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:  # the checkpoints committed since the last best may name fewer
+            self._prune(eval_history(state.log_history))
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        history = eval_history(state.log_history)  # this evaluation was logged just before this call
+        best = best_of(history)
+        (improved,) = agree_across_ranks(args, best is not None and best[0] == state.global_step)
+        if improved and self.keep_weights:
+            self._save(state, history)
+        exhausted = (self.patience > 0 and evals_since_best(history) >= self.patience
+                     and state.global_step < state.max_steps)
+        (exhausted,) = agree_across_ranks(args, exhausted)
+        if exhausted:
+            self.stopped_early_at = state.global_step
+            control.should_training_stop = True
+            # No checkpoint of the stopping step: a run resumed from it would not know that it had stopped, and
+            # would train on. A run killed before its adapter is written trains these steps again and stops here.
+            control.should_save = False
+            self.log(f"step {state.global_step}: no lower validation loss in {self.patience} evaluation(s) since "
+                     f"step {best[0] if best else '-'}; stopping early")
+
+    def _save(self, state, history: list[tuple[int, float]]) -> None:
+        step = state.global_step
+        staging = self.root / f".staging-{self.PREFIX}{step}"
+        if state.is_world_process_zero:
+            shutil.rmtree(staging, ignore_errors=True)
+        self.trainer.save_model(str(staging))  # on every rank: FSDP gathers the weights collectively
+        if not state.is_world_process_zero:
+            return
+        checkpoints.write_manifest(staging, step)
+        target = self.weights_of(step)
+        shutil.rmtree(target, ignore_errors=True)  # this step's weights from an attempt that was cut short
+        os.replace(staging, target)
+        checkpoints.fsync_dir(self.root)
+        self._prune(history)
+
+    def _prune(self, history: list[tuple[int, float]]) -> None:
+        if not self.root.is_dir():
+            return
+        named = [best_as_of(history, checkpoints.step_of(c)) for c in self.area.committed()] + [best_of(history)]
+        keep = {self.weights_of(b[0]).name for b in named if b is not None}
+        for path in self.root.iterdir():
+            if path.name not in keep:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 def _weights_finite(model) -> bool:
     import torch
 
@@ -195,7 +286,9 @@ def _weights_finite(model) -> bool:
         return all(bool(torch.isfinite(p).all()) for p in model.parameters() if p.requires_grad)
 
 
-def _agree_across_ranks(args, *flags: bool) -> tuple[bool, ...]:
+def agree_across_ranks(args, *flags: bool) -> tuple[bool, ...]:
+    """Each flag true on any rank is true on every rank: a decision that a collective follows (a save, a stop)
+    must be the same everywhere, or the ranks hang."""
     import torch
     import torch.distributed as dist
 

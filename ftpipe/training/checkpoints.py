@@ -92,7 +92,7 @@ def commit(area: CheckpointArea, staged: Path, keep: int) -> Path:
         # A resumed run reached a step that an earlier attempt committed too; the new one replaces it.
         reject(area, target, "superseded")
     os.replace(staged, target)
-    _fsync_dir(area.root)
+    fsync_dir(area.root)
     prune(area, keep)
     return target
 
@@ -164,7 +164,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     try:
         _fsync(path)
     except OSError:  # not every filesystem lets a directory be fsynced

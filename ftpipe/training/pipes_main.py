@@ -8,22 +8,26 @@ and the loss curve become the adapter's materialization metadata.
 
 from __future__ import annotations
 
-import base64
+import dataclasses
 from pathlib import Path
 
 from dagster_pipes import PipesContext, open_dagster_pipes
 
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
-from ftpipe.training.plots import plot_loss_curve
+from ftpipe.training.plots import as_markdown, plot_loss_curve
 from ftpipe.training.runner import COMPLETED, is_main_process, run_training, save_completed
 from ftpipe.training.spec import TrainJobSpec
+from ftpipe.training.validation import validation_metadata
 
 
 def _train(pipes: PipesContext) -> None:
     spec = TrainJobSpec.from_dict(pipes.get_extra("spec"))
 
     def sink(m: dict) -> None:
+        if "eval_loss" in m:
+            pipes.log.info(f"step {m['step']}/{m['max_steps']} eval_loss={m['eval_loss']:.4f}")
+            return
         pipes.log.info(
             f"step {m['step']}/{m['max_steps']} loss={m['loss']:.4f} lr={m['learning_rate']:.2e} "
             f"grad_norm={m['grad_norm']:.3f} tokens/s={m['tokens_per_second']:.0f} mem={m['memory_mb']:.0f}MB"
@@ -42,11 +46,11 @@ def _train(pipes: PipesContext) -> None:
                                  "stop_reason": result.stop_reason})
     if result.outcome != COMPLETED:
         return
-    curve = plot_loss_curve(result.loss_history, Path(spec.output_dir) / "loss_curve.png")
+    curve = plot_loss_curve(result.loss_history, Path(spec.output_dir) / "loss_curve.png",
+                            eval_history=result.eval_history, chosen_step=result.selected_step)
     # The curve as numbers, for the advice a failed quality gate gets (ftpipe.evaluation.advice), and the
     # record that lets a later run of the same spec reuse this training.
     save_completed(spec, result)
-    curve_b64 = base64.b64encode(curve.read_bytes()).decode()
     pipes.report_asset_materialization(
         metadata={
             "adapter_dir": {"raw_value": result.adapter_dir, "type": "path"},
@@ -60,7 +64,8 @@ def _train(pipes: PipesContext) -> None:
             "micro_batch_size": result.micro_batch_size,
             "gradient_accumulation_steps": result.gradient_accumulation_steps,
             "oom_retries": result.oom_retries,
-            "loss_curve": {"raw_value": f"![loss curve](data:image/png;base64,{curve_b64})", "type": "md"},
+            **validation_metadata(dataclasses.asdict(result)),
+            "loss_curve": {"raw_value": as_markdown(curve), "type": "md"},
         }
     )
 

@@ -3,9 +3,10 @@ checkpoints and its final adapter.
 
 Checkpoints exist so that an interrupted run can resume; once a job has finished (its ``adapter/`` and
 training result are written) or has been left alone for long enough, all but the newest ``keep`` are dead
-weight, at hundreds of MB each for a real model. An unfinished directory always keeps at least one, so a
-job can still be resumed. The final adapter is never deleted; it is made read-only, like a registered one.
-A directory that changed within ``idle`` is skipped, because a run may be writing it.
+weight, at hundreds of MB each for a real model, and so are a finished job's best-evaluated weights
+(``best/``, copied into its adapter). An unfinished directory always keeps at least one checkpoint and its
+best weights, so a job can still be resumed. The final adapter is never deleted; it is made read-only, like a
+registered one. A directory that changed within ``idle`` is skipped, because a run may be writing it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def apply_retention(artifacts_root: str | Path, keep: int, idle: timedelta, now:
         for leftover in (area.staging, area.rejected):  # half-written saves, and broken ones kept for inspection
             if leftover.is_dir():
                 _remove(leftover, report)
+        best = training_dir / "best"  # the best-evaluated weights: copied into the adapter once finished
+        if finished and best.is_dir():
+            _remove(best, report)
         if finished:
             for path in final.rglob("*"):
                 if path.is_file():

@@ -10,7 +10,10 @@ everything around it is shared. One call trains a job to the end or to a clean s
 - a job that runs past ``max_runtime_seconds`` commits a checkpoint at the next step and raises
   ``TimeLimitExceeded``, the tenant's failure: a runaway job stops holding a GPU by itself;
 - a NaN/inf loss raises ``TrainingDiverged`` with advice; out of memory is retried once with half the
-  micro-batch and twice the accumulation, the same effective batch.
+  micro-batch and twice the accumulation, the same effective batch;
+- with a held-out split (``eval_file``), the validation loss is measured every ``eval_steps``; the adapter is
+  the weights of the lowest one (``checkpoint_selection: best``) or the last, and training may stop early
+  after ``early_stopping_patience`` evaluations without improvement (``callbacks.BestAdapter``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import gc
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +35,7 @@ from ftpipe.training import checkpoints
 from ftpipe.training.failures import OutOfMemory, TimeLimitExceeded, TrainingDiverged
 from ftpipe.training.interrupts import StopRequest, stop_after
 from ftpipe.training.spec import TrainJobSpec
+from ftpipe.training.validation import best_of, eval_history
 
 MetricsSink = Callable[[dict], None]
 Log = Callable[[str], None]
@@ -63,6 +68,16 @@ class TrainResult:
     gradient_accumulation_steps: int
     oom_retries: int
     stop_reason: str | None = None
+    eval_history: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    """Every (step, validation loss), across the attempts it was resumed from; empty without a held-out split."""
+    best_step: int | None = None
+    best_eval_loss: float | None = None
+    checkpoint_selection: str = "last"
+    """What the adapter is: ``best`` (the weights of ``best_step``) or ``last``, as it was done, not asked for."""
+    selected_step: int = 0
+    """The step whose weights the adapter holds."""
+    early_stopped: bool = False
+    """Stopped before ``max_steps`` because the validation loss stopped improving: a completed training."""
 
 
 def run_training(spec: TrainJobSpec, sink: MetricsSink = lambda m: None, *, stop: StopRequest | None = None,
@@ -112,7 +127,7 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     from transformers import AutoTokenizer, PrinterCallback
 
     from ftpipe.training.callbacks import (
-        CheckpointSchedule, CommitCheckpoints, Divergence, DivergenceGuard, LossWindow, MetricsToSink,
+        BestAdapter, CheckpointSchedule, CommitCheckpoints, Divergence, DivergenceGuard, LossWindow, MetricsToSink,
     )
     from ftpipe.training.methods import load_base_model, peft_config
 
@@ -149,11 +164,13 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     schedule = CheckpointSchedule(spec.save_minutes, stop)
     committer = CommitCheckpoints(area, spec.keep_checkpoints, divergence, log)
     window = LossWindow(resume, log)  # writes into a checkpoint before the committer seals it
-    callbacks = [*extra_callbacks, DivergenceGuard(divergence), schedule, window, committer]
+    best = BestAdapter(Path(spec.output_dir) / "best", area, spec.checkpoint_selection == "best",
+                       spec.early_stopping_patience, log)
+    callbacks = [*extra_callbacks, DivergenceGuard(divergence), schedule, window, best, committer]
     trainer, tokens_per_step = build(spec, model, tokenizer, common_args, callbacks,
                                      peft_config(spec.method, spec.lora_r, spec.lora_alpha, spec.lora_dropout,
                                                  spec.target_modules))
-    window.trainer = trainer
+    window.trainer = best.trainer = trainer
     trainer.add_callback(MetricsToSink(sink, tokens_per_step))
     trainer.remove_callback(PrinterCallback)  # the sink reports progress; raw log dicts on stdout are noise
     if resume is not None:
@@ -164,6 +181,8 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     seconds = time.monotonic() - start
     state = trainer.state
     history = [(int(e["step"]), float(e["loss"])) for e in state.log_history if "loss" in e]
+    evaluations = eval_history(state.log_history)
+    lowest = best_of(evaluations)
     if divergence.happened:
         raise TrainingDiverged.at(divergence.step, divergence.detail, spec.learning_rate, spec.tenant_overrides)
     last = committer.last_committed or resume
@@ -174,18 +193,49 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
         seconds=seconds, tokens_per_second=trained_tokens / max(seconds, 1e-9), loss_history=history,
         resumed_from=str(resume) if resume else None, last_checkpoint=str(last) if last else None,
         micro_batch_size=spec.micro_batch_size, gradient_accumulation_steps=spec.gradient_accumulation_steps,
-        oom_retries=0,
+        oom_retries=0, eval_history=evaluations, best_step=lowest[0] if lowest else None,
+        best_eval_loss=lowest[1] if lowest else None, selected_step=state.global_step,
     )
-    if schedule.stopped_at is not None and state.global_step < state.max_steps:
+    stopped_early = best.stopped_early_at is not None  # finished, even when a stop request came at that step
+    if schedule.stopped_at is not None and state.global_step < state.max_steps and not stopped_early:
         return TrainResult(outcome=INTERRUPTED, adapter_dir=None, stop_reason=stop.reason if stop else None,
                            **common)
     adapter_dir = Path(spec.output_dir) / "adapter"
-    trainer.save_model(str(adapter_dir))
-    tokenizer.save_pretrained(str(adapter_dir))
+    selection = _save_adapter(trainer, tokenizer, spec, best, lowest, adapter_dir, log)
+    if selection == "best":
+        common["selected_step"] = lowest[0]
     if not math.isfinite(common["final_loss"]):
         raise TrainingDiverged.at(state.global_step, f"loss={common['final_loss']}", spec.learning_rate,
                                   spec.tenant_overrides)
-    return TrainResult(outcome=COMPLETED, adapter_dir=str(adapter_dir), **common)
+    return TrainResult(outcome=COMPLETED, adapter_dir=str(adapter_dir), checkpoint_selection=selection,
+                       early_stopped=stopped_early, **common)
+
+
+def _save_adapter(trainer, tokenizer, spec: TrainJobSpec, best, lowest: tuple[int, float] | None,
+                  adapter_dir: Path, log: Log) -> str:
+    """Write the final adapter: the best-evaluated weights or the last ones. Returns which it wrote."""
+    from ftpipe.training.callbacks import agree_across_ranks
+
+    step = trainer.state.global_step
+    if spec.checkpoint_selection != "best" or lowest is None or lowest[0] == step:
+        trainer.save_model(str(adapter_dir))
+        tokenizer.save_pretrained(str(adapter_dir))
+        return "best" if spec.checkpoint_selection == "best" and lowest is not None else "last"
+    saved = best.weights_of(lowest[0])
+    problem = checkpoints.verify(saved) if is_main_process() else None
+    (missing,) = agree_across_ranks(trainer.args, problem is not None)  # every rank takes the same branch
+    if missing:
+        log(f"the best weights (step {lowest[0]}) are unusable ({problem}); the adapter is the last weights")
+        trainer.save_model(str(adapter_dir))
+        tokenizer.save_pretrained(str(adapter_dir))
+        return "last"
+    if is_main_process():
+        shutil.rmtree(adapter_dir, ignore_errors=True)
+        shutil.copytree(saved, adapter_dir, ignore=shutil.ignore_patterns(checkpoints.MANIFEST_NAME))
+        tokenizer.save_pretrained(str(adapter_dir))
+    log(f"the adapter is the weights of step {lowest[0]} (validation loss {lowest[1]:.4f}), "
+        f"not those of the last step {step}")
+    return "best"
 
 
 def save_completed(spec: TrainJobSpec, result: TrainResult) -> dict:
@@ -194,6 +244,9 @@ def save_completed(spec: TrainJobSpec, result: TrainResult) -> dict:
     record = {
         "spec": spec.to_dict(), "steps": result.steps, "max_steps": result.max_steps,
         "loss_history": result.loss_history, "final_loss": result.final_loss, "train_loss": result.train_loss,
+        "eval_history": result.eval_history, "best_step": result.best_step, "best_eval_loss": result.best_eval_loss,
+        "checkpoint_selection": result.checkpoint_selection, "selected_step": result.selected_step,
+        "early_stopped": result.early_stopped,
         # This attempt's work: a resumed job trained only the steps after its checkpoint. The process also spent
         # time starting, importing and loading the model, which no FLOP count predicts.
         "seconds": result.seconds, "trained_tokens": result.trained_tokens,
@@ -216,9 +269,10 @@ def completed_training(spec: TrainJobSpec) -> dict | None:
         record = json.loads((output / TRAINING_RESULT).read_text())
     except (OSError, ValueError):
         return None
-    if (not isinstance(record, dict) or record.get("spec") != spec.to_dict() or not record.get("adapter_files")
-            or record.get("steps", 0) < record.get("max_steps", 1)):
-        return None  # another spec's, one written before the record named its spec, or not finished
+    if not isinstance(record, dict) or record.get("spec") != spec.to_dict() or not record.get("adapter_files"):
+        return None  # another spec's, or one written before the record named its spec
+    if record.get("steps", 0) < record.get("max_steps", 1) and record.get("early_stopped") is not True:
+        return None  # not finished: neither every step nor an early stop
     adapter = output / "adapter"
     whole = all((adapter / name).is_file() and (adapter / name).stat().st_size == size
                 for name, size in record["adapter_files"].items())

@@ -12,7 +12,9 @@ class TrainJobSpec:
     train_file: str
     """Tokenized Parquet with ``input_ids`` and ``assistant_masks``."""
     output_dir: str
-    """Holds ``checkpoints/`` and the final ``adapter/``."""
+    """Holds ``checkpoints/``, ``best/`` (the best-evaluated weights while training) and the final ``adapter/``."""
+    eval_file: str = ""
+    """The tokenized held-out split, with the same columns as ``train_file``; empty: no validation loss."""
     method: str = "lora"
     objective: str = "sft"
     """``sft`` on ``input_ids`` / ``assistant_masks``, or ``dpo`` on ``prompt_ids`` / ``chosen_ids`` / ``rejected_ids``."""
@@ -44,6 +46,12 @@ class TrainJobSpec:
     save_minutes: float = 10.0
     """A checkpoint also every this many minutes, whichever of the two comes first."""
     keep_checkpoints: int = 2
+    eval_steps: int = 0
+    """The validation loss every this many optimizer steps; 0: about ``validation.AUTO_EVALUATIONS`` per run."""
+    checkpoint_selection: str = "best"
+    """``best``: the adapter is the weights of the lowest validation loss; ``last``: the final weights."""
+    early_stopping_patience: int = 0
+    """Stop after this many evaluations in a row without a lower validation loss; 0: never."""
     max_runtime_seconds: float = 0.0
     """Stop with a checkpoint, as the tenant's failure, past this many seconds (0: no limit); set by the pre-flight."""
     progress_bar: bool = False
@@ -69,6 +77,12 @@ class TrainJobSpec:
 def _compute_dtype(value) -> str:
     if value not in ("auto", "float32", "bfloat16", "float16"):
         raise ValueError(f"qlora_compute_dtype must be auto, float32, bfloat16 or float16, not {value!r}")
+    return value
+
+
+def _selection(value) -> str:
+    if value not in ("best", "last"):
+        raise ValueError(f"must be best or last, not {str(value)[:40]!r}")
     return value
 
 
@@ -135,6 +149,9 @@ OVERRIDABLE = {
     "packing": _flag,
     "activation_checkpointing": _flag,
     "qlora_compute_dtype": _compute_dtype,
+    "eval_steps": _integer(0, 1_000_000),
+    "checkpoint_selection": _selection,
+    "early_stopping_patience": _integer(0, 1000),
 }
 
 
