@@ -59,7 +59,8 @@ class EvaluationConfig(BaseModel):
     golden_set: str | None = Field(default=None, description="JSONL golden set; default: the one shipped "
                                                               "with the project (ftpipe/evaluation/golden/)")
     quality_gates: dict[str, str] = Field(
-        default_factory=lambda: {"holdout_delta": "> 0", "golden_regression": "<= 0.1"},
+        default_factory=lambda: {"holdout_delta": "> 0", "golden_regression": "<= 0.1",
+                                 "golden_perplexity_ratio": "<= 1.5"},
         description="Platform gates, applied to every job on top of its manifest's own")
     reeval_tolerance: float = Field(
         default=0.02, ge=0, description="Nightly re-evaluation: how far golden exact match may move from the "

@@ -54,6 +54,7 @@ def _preferences(model, tokenizer, rows) -> tuple[float, float]:
     return wins / table.height, chosen_total / table.height
 
 
+@pytest.mark.quality
 def test_dpo_trains_saves_reloads_and_prefers_the_chosen_answers(tiny_model, tokenizer, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

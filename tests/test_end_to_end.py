@@ -22,6 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.quality
 def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeypatch, tiny_model):
     home = tmp_path / "home"
     dagster_home = home / "dagster_home"

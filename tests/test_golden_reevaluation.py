@@ -51,13 +51,13 @@ def test_a_regression_past_the_platform_gate_and_moved_scores_are_reported():
     assert not any("holdout" in f for f in findings)
 
 
+@pytest.mark.quality
 @pytest.mark.slow
 def test_the_nightly_asset_rescores_promoted_adapters_and_flags_the_ones_that_moved(
-        local_resources, tiny_model, sft_train_file, tmp_path, platform_file):
-    # Under test is the comparison with registration; the gate is set far from what this short training costs
-    # on any CPU measured (0.05 to 0.11 of golden exact match), which would otherwise flag the unchanged adapter.
-    with platform_file.open("a") as f:
-        f.write("evaluation:\n  quality_gates: {holdout_delta: '> 0', golden_regression: '<= 0.4'}\n")
+        local_resources, tiny_model, sft_train_file, tmp_path):
+    # Under test is the comparison with registration, under the platform's default gates: this short training
+    # moves golden exact match by a few questions (0.05 to 0.11 lost on the CPUs measured, a gain on others),
+    # which the interval-based gate does not count against the unchanged adapter.
     result = run_training(TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]),
                                        output_dir=str(tmp_path / "train"), learning_rate=2e-3, max_steps=20,
                                        micro_batch_size=4, save_steps=100))

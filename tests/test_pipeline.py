@@ -26,12 +26,13 @@ def _run(instance, resources, tenant, job):
     return result, instance.get_run_by_id(result.run_id)
 
 
+@pytest.mark.quality
 def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, tiny_model, platform_file):
-    # What this tests is the path to a promoted adapter, not where the golden gate should lie: this training
-    # costs 0.09 of golden exact match on one CPU and 0.18 on another (one question is 0.023), so the gate
-    # here is set well above both. The platform's own gate and the demo's margins are the quality tests'.
+    # What this tests is the path to a promoted adapter. Its gates are on the continuous metrics, which this
+    # short training meets by many times their interval's width on any CPU (held-out answers ~2% likelier per
+    # token, interval about +-0.5%); exact match on its ~28 held-out questions moves by 0.036 a question.
     with platform_file.open("a") as f:
-        f.write("evaluation:\n  quality_gates: {holdout_delta: '> 0', golden_regression: '<= 0.4'}\n")
+        f.write("evaluation:\n  quality_gates: {holdout_perplexity_ratio: '< 1', golden_perplexity_ratio: '<= 1.5'}\n")
     store = local_resources["landing"].store()
     rows = synthetic.to_jsonl(synthetic.acme_support(150)).encode()
     submit_job(store, "acme", "support-v1", {"train.jsonl": rows},
@@ -65,7 +66,16 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
     assert record.metrics["golden_exact_match_base"] > 0.2  # the pre-trained skills are measurable
     assert "| golden | exact_match |" in report and "| golden | perplexity |" in report
     gates = store.read_bytes(results_key("acme", "support-v1", "quality_gates.md")).decode()
-    assert "is **promoted**" in gates and "| `holdout_delta > 0` | platform |" in gates
+    assert "is **promoted**" in gates and "| `holdout_perplexity_ratio < 1` | platform |" in gates
+    assert "meets `holdout_perplexity_ratio < 1` with 95% confidence" in gates
+    estimates = json.loads(store.read_bytes(results_key("acme", "support-v1", "eval_report.json")))["estimates"]
+    held_out, golden = estimates["holdout_perplexity_ratio"], estimates["golden_perplexity_ratio"]
+    assert held_out["high"] < 0.99  # the margin, not just the verdict: CPU kernels move it by about 1e-5
+    assert golden["high"] < 1.5 - 0.3
+    # The report says how sure it is, and shows the training and validation curves it was picked from.
+    assert "95% interval" in report and "Validation loss on the held-out split" in report
+    assert "![training and validation loss](loss_curve.png)" in report
+    assert store.read_bytes(results_key("acme", "support-v1", "loss_curve.png")).startswith(b"\x89PNG")
     smoke = json.loads(store.read_bytes(results_key("acme", "support-v1", "eval_report.json")))["smoke"]
     assert smoke["passed"] and all(s["tuned_stopped"] for s in smoke["samples"])
     assert "Smoke generation" in report
@@ -202,6 +212,7 @@ def test_preflight_blocks_examples_too_long_for_the_template_and_warnings_do_not
     assert {w["kind"] for w in report["warnings"]} >= {"exact_duplicates"}
 
 
+@pytest.mark.quality
 def test_preference_pairs_become_a_dpo_adapter_that_prefers_the_chosen_answers(local_resources):
     store = local_resources["landing"].store()
     rows = "".join(json.dumps(r) + "\n" for r in synthetic.acme_preferences(150, seed=6)).encode()
@@ -223,6 +234,11 @@ def test_preference_pairs_become_a_dpo_adapter_that_prefers_the_chosen_answers(l
     assert run.status == DagsterRunStatus.FAILURE and record.status == "draft"
     gates = store.read_bytes(results_key("acme", "prefs-v1", "quality_gates.md")).decode()
     assert "| `golden_regression <= 0.1` | platform |" in gates and "General skills regressed" in gates
+    # The continuous golden metric decides it by a wide margin: the golden answers became several times as
+    # perplexing (measured x8, interval x6.9 to x9.6), where the gate allows x1.5.
+    ratio = json.loads(store.read_bytes(results_key("acme", "prefs-v1", "eval_report.json")))["estimates"][
+        "golden_perplexity_ratio"]
+    assert ratio["low"] > 3 and "misses `golden_perplexity_ratio <= 1.5` with 95% confidence" in gates
 
 
 def test_sft_manifest_over_preference_pairs_is_refused_before_training(local_resources):

@@ -42,6 +42,7 @@ def _heldout_loss(model, tokenizer, conversations) -> float:
     return sum(losses) / len(losses)
 
 
+@pytest.mark.quality
 def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, tokenizer, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

@@ -24,6 +24,7 @@ def _heldout_loss(model, tokenizer) -> float:
     return sum(losses) / len(losses)
 
 
+@pytest.mark.quality
 @pytest.mark.parametrize("method, lr", [("lora", 2e-3), ("qlora", 2e-3), ("dora", 2e-3), ("rslora", 5e-4),
                                         ("full", 3e-4)])
 def test_method_trains_saves_reloads_and_lowers_heldout_loss(method, lr, tiny_model, sft_train_file, tmp_path):
