@@ -44,35 +44,49 @@ def _free_job_name(store: ObjectStore, tenant: str, base: str) -> str:
     return f"{base}-v{n}"
 
 
-def seed_demo_tenants(store: ObjectStore, scale: DemoScale = DemoScale()) -> list[tuple[str, str]]:
-    hp = {"epochs": scale.epochs}
-    jobs = []
+@dataclass
+class DemoUpload:
+    tenant: str
+    job_base: str
+    files: dict[str, bytes]
+    manifest: dict
 
-    job = _free_job_name(store, "acme", "support")
-    submit_job(store, "acme", job, {"train.jsonl": synthetic.to_jsonl(synthetic.acme_support(scale.rows)).encode()},
-               default_manifest("train.jsonl", hyperparameters=hp, min_examples=scale.min_examples))
-    jobs.append(("acme", job))
+
+def demo_uploads(scale: DemoScale = DemoScale()) -> list[DemoUpload]:
+    """What each demo tenant uploads: the same bytes for the demo and for ``bench/demo_margins.py``."""
+    hp = {"epochs": scale.epochs}
+    uploads = []
+
+    uploads.append(DemoUpload(
+        "acme", "support", {"train.jsonl": synthetic.to_jsonl(synthetic.acme_support(scale.rows)).encode()},
+        default_manifest("train.jsonl", hyperparameters=hp, min_examples=scale.min_examples)))
 
     # Globex sets its own hyperparameters, as a tenant may: its answers must copy hyphenated service names
     # exactly, which the tiny base model does badly. At the automatic learning rate the adapter needs so many
     # steps to learn them that it forgets too much of the golden set (measured at 240 rows: 6 epochs left the
     # held-out exact match at 0, 10 cost 0.09 of golden exact match); a lower rate for longer learns the
     # names and keeps the golden set.
-    job = _free_job_name(store, "globex", "directory")
-    submit_job(store, "globex", job,
-               {"services.jsonl": synthetic.to_jsonl(synthetic.globex_directory(scale.rows)).encode()},
-               default_manifest("services.jsonl", hyperparameters=GLOBEX_HYPERPARAMETERS,
-                                min_examples=scale.min_examples))
-    jobs.append(("globex", job))
+    uploads.append(DemoUpload(
+        "globex", "directory",
+        {"services.jsonl": synthetic.to_jsonl(synthetic.globex_directory(scale.rows)).encode()},
+        default_manifest("services.jsonl", hyperparameters=GLOBEX_HYPERPARAMETERS, min_examples=scale.min_examples)))
 
     # Initech's export is broken in the ways real exports are: its bad rows must be named, and nothing trained.
     good = synthetic.to_jsonl(synthetic.acme_support(scale.rows, seed=7)).splitlines()
     for i, bad in enumerate(synthetic.broken_rows()):
         good.insert(10 + 17 * i, bad)
-    job = _free_job_name(store, "initech", "helpdesk")
-    submit_job(store, "initech", job, {"tickets.jsonl": ("\n".join(good) + "\n").encode()},
-               default_manifest("tickets.jsonl", hyperparameters=hp, min_examples=scale.min_examples))
-    jobs.append(("initech", job))
+    uploads.append(DemoUpload(
+        "initech", "helpdesk", {"tickets.jsonl": ("\n".join(good) + "\n").encode()},
+        default_manifest("tickets.jsonl", hyperparameters=hp, min_examples=scale.min_examples)))
+    return uploads
+
+
+def seed_demo_tenants(store: ObjectStore, scale: DemoScale = DemoScale()) -> list[tuple[str, str]]:
+    jobs = []
+    for upload in demo_uploads(scale):
+        job = _free_job_name(store, upload.tenant, upload.job_base)
+        submit_job(store, upload.tenant, job, upload.files, upload.manifest)
+        jobs.append((upload.tenant, job))
     return jobs
 
 

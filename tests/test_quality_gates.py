@@ -116,3 +116,12 @@ def test_a_failed_golden_gate_advises_against_forgetting():
     assert any("General skills regressed" in a and "5.0%" in a for a in advice)
     passed_golden = advise(_failed(metrics | {"holdout_delta": 0.1}), metrics, _training([3.0, 1.5, 1.2, 1.1]))
     assert not any("General skills" in a for a in passed_golden)  # only a failed golden gate brings it up
+
+
+def test_a_failed_continuous_golden_gate_also_advises_against_forgetting():
+    # Exact match held (no regression shown) but the golden answers became far less likely: still forgetting.
+    metrics = {**_point_values(ROWS), "golden_regression": 0.0, "golden_perplexity_ratio": 4.0}
+    failed = [r for r in evaluate_gates([parse_gate("golden_perplexity_ratio", "<= 1.5")],
+                                        {"golden_perplexity_ratio": Estimate(4.0, 3.5, 4.6)}) if not r.passed]
+    advice = advise(failed, metrics, _training([3.0, 1.5, 1.2, 1.1]))
+    assert any("General skills regressed" in a and "x4.00 as perplexing" in a for a in advice)

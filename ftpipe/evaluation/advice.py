@@ -85,10 +85,13 @@ def advise(failed: list[GateResult], metrics: dict[str, float], training: Traini
                   else "a higher learning rate")
         advice.append(f"The training loss hardly moved ({first:.3f} -> {last:.3f}): try {change}, or a higher "
                       f"learning rate than {training.learning_rate:.1e}.")
-    if failed_names & {"golden_regression", "golden_exact_match", "golden_exact_match_delta"}:
+    if any(name.startswith("golden_") for name in failed_names):
+        ratio = metrics.get("golden_perplexity_ratio")
         advice.append(f"General skills regressed (golden-set exact match down "
-                      f"{metrics.get('golden_regression', 0.0):.1%}): lower the learning rate or the number of "
-                      "epochs, or mix general conversations into the training data.")
+                      f"{metrics.get('golden_regression', 0.0):.1%}"
+                      + (f", its answers x{ratio:.2f} as perplexing" if ratio is not None else "")
+                      + "): lower the learning rate or the number of epochs, or mix general conversations into "
+                      "the training data.")
     if training.n_train < FEW_EXAMPLES:
         advice.append(f"Only {training.n_train} training examples: more examples (a few hundred at least) usually "
                       "help more than any setting.")
