@@ -135,12 +135,15 @@ def run_demo(store: ObjectStore, registry, scale: DemoScale = DemoScale(), timeo
     jobs = seed_demo_tenants(store, scale)
     progress(f"submitted {', '.join(f'{t}/{j}' for t, j in jobs)} to {store.url}")
     home = Path(os.environ["DAGSTER_HOME"])
-    daemon = start_daemon(home / "daemon.log")
-    progress(f"started the Dagster daemon (log: {home / 'daemon.log'})")
-    try:
-        with DagsterInstance.get() as instance:
+    with DagsterInstance.get() as instance:
+        # Create the instance's storage before the daemon and its code server start: on a fresh home both
+        # would create it at once, and two concurrent schema migrations leave SQLite with two alembic heads.
+        instance.get_runs(limit=1)
+        daemon = start_daemon(home / "daemon.log")
+        progress(f"started the Dagster daemon (log: {home / 'daemon.log'})")
+        try:
             wait_for_jobs(instance, jobs, timeout_s, progress, daemon)
             wanted = set(jobs)
             return [r for r in job_statuses(instance, registry) if (r.tenant, r.job) in wanted]
-    finally:
-        stop_daemon(daemon)
+        finally:
+            stop_daemon(daemon)
