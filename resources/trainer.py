@@ -7,7 +7,7 @@ from dagster import ConfigurableResource, PipesSubprocessClient
 from dagster._core.pipes.client import PipesClientCompletedInvocation
 from pydantic import Field
 
-from ftpipe.launch.command import worker_command
+from ftpipe.launch.command import THREAD_ENV, cpu_thread_env, worker_command
 from ftpipe.launch.k8s import PodSettings, trainer_pod
 from ftpipe.tenants import PoolConfig
 
@@ -49,6 +49,9 @@ class TrainerLauncherResource(ConfigurableResource):
             return self._run_pod(context, module, extras, pool, gpus, env, labels or {})
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
+        if pool is not None and pool.gpu == "cpu" and not set(THREAD_ENV) & set(self.env):
+            # The pool's slots share this machine's cores; an operator's own thread settings (env) win.
+            env |= cpu_thread_env(pool.slots, gpus)
         client = PipesSubprocessClient(env=env, termination_timeout_seconds=self.stop_grace_seconds)
         return client.run(command=worker_command(self.python_executable, module, gpus), context=context,
                           extras=extras)

@@ -80,7 +80,7 @@ def test_a_runs_gpu_process_is_pinned_to_its_leased_devices_and_the_lease_ends_w
         pool = platform.config().pools["quad"]
         invocation = run_on_pool(context, trainer, catalog, "quad", pool, "tests.helpers.report_devices",
                                  extras={"hold_s": 0.1}, processes=1)
-        seen[context.run_id] = invocation.get_custom_messages()[0]["visible"]
+        seen[context.run_id] = invocation.get_custom_messages()[0]
         return MaterializeResult()
 
     resources = {"trainer": TrainerLauncherResource(), "catalog": catalog,
@@ -95,6 +95,16 @@ def test_a_runs_gpu_process_is_pinned_to_its_leased_devices_and_the_lease_ends_w
         leases.acquire("quad", 4, 2, ended.run_id)
         result = materialize([gpu_work], resources=resources, instance=instance)
     assert result.success
-    assert seen[result.run_id] == "2,3"  # the dead run's devices, never the live one's
+    assert seen[result.run_id]["visible"] == "2,3"  # the dead run's devices, never the live one's
+    # A CPU pool's 2 slots share the machine's cores: the process got its share of threads, not all of them.
+    assert seen[result.run_id]["threads"] == str(max(1, len(os.sched_getaffinity(0)) // 2))
     # The run's lease ended with its GPU process; the live run keeps its devices.
     assert [(lease.run_id, lease.device) for lease in leases.held()] == [(live.run_id, 0), (live.run_id, 1)]
+
+
+def test_a_cpu_pools_processes_share_the_cores_between_them():
+    from ftpipe.launch.command import cpu_thread_env
+
+    assert cpu_thread_env(slots=2, processes=1, cores=16) == {"OMP_NUM_THREADS": "8", "MKL_NUM_THREADS": "8"}
+    assert cpu_thread_env(slots=2, processes=2, cores=16)["OMP_NUM_THREADS"] == "4"
+    assert cpu_thread_env(slots=4, processes=1, cores=2)["OMP_NUM_THREADS"] == "1"  # never none
