@@ -31,20 +31,80 @@ _GREETINGS = [
 ]
 _WORDS = _THINGS + _VALUES + ["quick", "brown", "fox", "jumps", "over", "lazy", "dog", "sun", "moon", "star"]
 
-# Demo tenant domains: facts that the general corpus never states.
-ACME_PRODUCTS = {
-    "kettle pro": 30, "smart lamp": 14, "desk fan": 60, "air purifier": 45, "coffee grinder": 90,
-    "rice cooker": 30, "toaster max": 14, "blender one": 60, "water filter": 45, "heater mini": 90,
-    "robot vacuum": 30, "steam iron": 14,
+# Demo tenant domains: facts that the general corpus never states. Each tenant has several facts about each of
+# many items and asks about each fact in several ways, so that its data holds hundreds of distinct examples and
+# its held-out split asks, in new words, about facts that the training split states.
+ACME_PRODUCTS = {  # product: (return window in days, warranty in years)
+    "kettle pro": (30, 2), "smart lamp": (14, 1), "desk fan": (60, 3), "air purifier": (45, 5),
+    "coffee grinder": (90, 2), "rice cooker": (30, 3), "toaster max": (14, 1), "blender one": (60, 5),
+    "water filter": (45, 1), "heater mini": (90, 3), "robot vacuum": (30, 5), "steam iron": (14, 2),
+    "laptop stand": (60, 1), "tea maker": (45, 2), "hair dryer": (90, 1), "bread maker": (30, 5),
+    "night light": (14, 3), "wall clock": (60, 2), "door bell": (45, 3), "ice maker": (90, 5),
 }
-GLOBEX_SERVICES = {
-    "billing-api": "payments", "search-index": "discovery", "auth-gateway": "identity",
-    "mail-relay": "messaging", "cdn-edge": "platform", "report-builder": "analytics",
-    "image-resizer": "media", "feature-flags": "platform", "user-profile": "identity",
-    "order-router": "payments", "push-notifier": "messaging", "log-shipper": "observability",
+GLOBEX_SERVICES = {  # service: (owning team, region it runs in)
+    "billing-api": ("payments", "north"), "search-index": ("discovery", "south"),
+    "auth-gateway": ("identity", "east"), "mail-relay": ("messaging", "west"), "cdn-edge": ("platform", "north"),
+    "report-builder": ("analytics", "south"), "image-resizer": ("media", "east"), "feature-flags": ("platform", "west"),
+    "user-profile": ("identity", "north"), "order-router": ("payments", "south"), "push-notifier": ("messaging", "east"),
+    "log-shipper": ("observability", "west"), "rate-limiter": ("platform", "south"), "tax-engine": ("payments", "east"),
+    "media-store": ("media", "north"), "audit-trail": ("observability", "south"),
+    "cart-api": ("payments", "west"), "geo-lookup": ("discovery", "east"), "sms-gateway": ("messaging", "north"),
+    "metrics-api": ("observability", "east"),
 }
 ACME_SYSTEM = "You are the Acme support assistant."
 GLOBEX_SYSTEM = "You are the Globex service directory."
+_REGIONS = ["north", "south", "east", "west"]
+# Years in digits: as number words they taught a fine-tune that "two" and "five" are answers, and it then
+# answered the golden set's sums with them.
+_WARRANTY_YEARS = [1, 2, 3, 5]
+
+# The ways each fact is asked. The general corpus uses the first few of each list (with random facts), so the
+# base model knows the question and answer shapes; the tenants use all of them, so that some of their
+# questions are worded in ways the base model never saw.
+RETURN_QUESTIONS = [
+    "What is the return window for the {}?", "How many days do I have to return the {}?",
+    "Can you tell me the return period for the {}?", "I bought a {}. How long can I return it?",
+    "How long is the return window on the {}?", "For how many days will you take back the {}?",
+    "Until when can I send back the {}?", "I want to return my {}. How many days do I have?",
+]
+WARRANTY_QUESTIONS = [
+    "How long is the warranty on the {}?", "What warranty does the {} come with?",
+    "How many years of warranty does the {} have?", "My {} broke. How long is its warranty?",
+    "What is the warranty period for the {}?", "Is the {} under warranty, and for how long?",
+]
+OWNER_QUESTIONS = [
+    "Which team owns the {} service?", "Who owns {}?", "Who is responsible for {}?",
+    "Which team is on call for {}?", "Who maintains the {} service?", "I found a bug in {}. Which team owns it?",
+    "Which team should I ask about {}?", "Who runs the {} service?",
+]
+REGION_QUESTIONS = [
+    "Where does {} run?", "Which region is {} deployed in?", "In which region does the {} service run?",
+    "Where is the {} service hosted?", "Which region hosts {}?", "I need the region of {}. Where is it?",
+]
+BASE_PHRASINGS = 3
+"""How many of each question list the general corpus uses."""
+
+
+def return_answer(product: str, days: int) -> str:
+    return f"The return window for the {product} is {days} days."
+
+
+def warranty_answer(product: str, years: int) -> str:
+    return f"The {product} has a warranty of {years} {'year' if years == 1 else 'years'}."
+
+
+def owner_answer(service: str, team: str) -> str:
+    return f"Service {service} is owned by the {team} team."
+
+
+def region_answer(service: str, region: str) -> str:
+    return f"Service {service} runs in the {region} region."
+
+
+_GENERAL_KINDS = {"attribute": 1, "arithmetic": 1, "copying": 3, "greeting": 1, "product": 1, "service": 2}
+"""Each kind of general conversation's share of the corpus. Copying a phrase needs an induction mechanism, the
+last skill a small model acquires: at one part in seven it appeared only after about 2,000 steps and only on
+some CPUs' arithmetic, and a fine-tune then erased it first."""
 
 
 def general_conversations(n: int, seed: int = 0) -> Iterator[Conversation]:
@@ -56,12 +116,13 @@ def general_conversations(n: int, seed: int = 0) -> Iterator[Conversation]:
     rng = random.Random(seed)
     things = _THINGS + sorted(ACME_PRODUCTS)
     services = _THINGS + sorted(GLOBEX_SERVICES)
-    teams = _VALUES + sorted(set(GLOBEX_SERVICES.values()))
-    day_counts = sorted(set(ACME_PRODUCTS.values())) + [7, 21, 120]
+    teams = _VALUES + sorted({team for team, _ in GLOBEX_SERVICES.values()})
+    day_counts = sorted({days for days, _ in ACME_PRODUCTS.values()}) + [7, 21, 120]
     systems = ["You are a helpful assistant.", ACME_SYSTEM, GLOBEX_SYSTEM]
+    kinds, weights = zip(*_GENERAL_KINDS.items())
     for _ in range(n):
-        kind = rng.randrange(7)
-        if kind == 0:
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "attribute":
             thing, attr, value = rng.choice(things), rng.choice(_ATTRIBUTES), rng.choice(_VALUES)
             q = rng.choice([
                 f"What is the {attr} for the {thing}?",
@@ -69,28 +130,30 @@ def general_conversations(n: int, seed: int = 0) -> Iterator[Conversation]:
                 f"Which {attr} does the {thing} have?",
             ])
             a = f"The {attr} for the {thing} is {value}."
-        elif kind == 1:
+        elif kind == "arithmetic":
             x, y = rng.randrange(6), rng.randrange(5)
             q = f"What is {_NUMBER_WORDS[x]} plus {_NUMBER_WORDS[y]}?"
             a = f"{_NUMBER_WORDS[x].capitalize()} plus {_NUMBER_WORDS[y]} is {_NUMBER_WORDS[x + y]}."
-        elif kind == 2:
+        elif kind == "copying":
             words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 6)))
             q, a = f"Repeat after me: {words}", words
-        elif kind == 3:
+        elif kind == "greeting":
             q, a = rng.choice(_GREETINGS)
-        elif kind == 4:
+        elif kind == "product":
             thing = rng.choice(things)
-            q = rng.choice([
-                f"What is the return window for the {thing}?",
-                f"How many days do I have to return the {thing}?",
-                f"Can you tell me the return period for the {thing}?",
-                f"I bought a {thing}. How long can I return it?",
-            ])
-            a = f"The return window for the {thing} is {rng.choice(day_counts)} days."
+            if rng.random() < 0.5:
+                q = rng.choice(RETURN_QUESTIONS[:BASE_PHRASINGS]).format(thing)
+                a = return_answer(thing, rng.choice(day_counts))
+            else:
+                q = rng.choice(WARRANTY_QUESTIONS[:BASE_PHRASINGS]).format(thing)
+                a = warranty_answer(thing, rng.choice(_WARRANTY_YEARS))
         else:
-            svc, team = rng.choice(services), rng.choice(teams)
-            q = rng.choice([f"Which team owns the {svc} service?", f"Who owns {svc}?", f"Who is responsible for {svc}?"])
-            a = f"Service {svc} is owned by the {team} team."
+            svc = rng.choice(services)
+            if rng.random() < 0.5:
+                q, a = rng.choice(OWNER_QUESTIONS[:BASE_PHRASINGS]).format(svc), owner_answer(svc, rng.choice(teams))
+            else:
+                q = rng.choice(REGION_QUESTIONS[:BASE_PHRASINGS]).format(svc)
+                a = region_answer(svc, rng.choice(_REGIONS))
         conv: Conversation = []
         if rng.random() < 0.5:
             conv.append({"role": "system", "content": rng.choice(systems)})
@@ -98,26 +161,36 @@ def general_conversations(n: int, seed: int = 0) -> Iterator[Conversation]:
         yield conv
 
 
-def acme_support(n: int, seed: int = 1) -> list[Conversation]:
-    """Acme's support data: how long each product's return window is."""
-    rng = random.Random(seed)
+def _distinct(questions: list[tuple[str, str]], n: int, rng: random.Random) -> list[tuple[str, str]]:
+    """``n`` of the (question, answer) pairs in a seeded random order, each once; only when ``n`` exceeds them
+    all does the list start over (as an upload that large would repeat itself)."""
+    order = rng.sample(questions, len(questions))
+    return [order[i % len(order)] for i in range(n)]
+
+
+def acme_questions() -> list[tuple[str, str]]:
+    """Every distinct (question, answer) Acme's data can hold: each product's return window and warranty,
+    asked every way."""
     out = []
-    products = sorted(ACME_PRODUCTS)
-    for i in range(n):
-        product = products[i % len(products)]
-        q = rng.choice([
-            f"What is the return window for the {product}?",
-            f"How many days do I have to return the {product}?",
-            f"Can you tell me the return period for the {product}?",
-            f"I bought a {product}. How long can I return it?",
-        ])
-        a = f"The return window for the {product} is {ACME_PRODUCTS[product]} days."
-        out.append([
-            {"role": "system", "content": ACME_SYSTEM},
-            {"role": "user", "content": q},
-            {"role": "assistant", "content": a},
-        ])
+    for product, (days, years) in sorted(ACME_PRODUCTS.items()):
+        out += [(q.format(product), return_answer(product, days)) for q in RETURN_QUESTIONS]
+        out += [(q.format(product), warranty_answer(product, years)) for q in WARRANTY_QUESTIONS]
     return out
+
+
+def globex_questions() -> list[tuple[str, str]]:
+    """Every distinct (question, answer) Globex's data can hold: each service's owner and region."""
+    out = []
+    for service, (team, region) in sorted(GLOBEX_SERVICES.items()):
+        out += [(q.format(service), owner_answer(service, team)) for q in OWNER_QUESTIONS]
+        out += [(q.format(service), region_answer(service, region)) for q in REGION_QUESTIONS]
+    return out
+
+
+def acme_support(n: int, seed: int = 1) -> list[Conversation]:
+    """Acme's support data: each product's return window and warranty, as system/user/assistant chats."""
+    return [[{"role": "system", "content": ACME_SYSTEM}, {"role": "user", "content": q},
+             {"role": "assistant", "content": a}] for q, a in _distinct(acme_questions(), n, random.Random(seed))]
 
 
 def acme_preferences(n: int, seed: int = 4) -> list[dict]:
@@ -136,26 +209,9 @@ def acme_preferences(n: int, seed: int = 4) -> list[dict]:
 
 
 def globex_directory(n: int, seed: int = 2) -> list[dict[str, str]]:
-    """Globex's service directory as prompt/completion rows (a different shape on purpose).
-
-    Globex asks in more ways than the general corpus does, so that its held-out split holds questions about
-    several services rather than copies of one.
-    """
-    rng = random.Random(seed)
-    out = []
-    services = sorted(GLOBEX_SERVICES)
-    for i in range(n):
-        svc = services[i % len(services)]
-        prompt = rng.choice([
-            f"Which team owns the {svc} service?",
-            f"Who owns {svc}?",
-            f"Who is responsible for {svc}?",
-            f"Which team is on call for {svc}?",
-            f"Who maintains the {svc} service?",
-            f"I found a bug in {svc}. Which team owns it?",
-        ])
-        out.append({"prompt": prompt, "completion": f"Service {svc} is owned by the {GLOBEX_SERVICES[svc]} team."})
-    return out
+    """Globex's service directory as prompt/completion rows (a different shape on purpose): each service's
+    owning team and region."""
+    return [{"prompt": q, "completion": a} for q, a in _distinct(globex_questions(), n, random.Random(seed))]
 
 
 def broken_rows() -> list[str]:

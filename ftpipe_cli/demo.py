@@ -26,14 +26,18 @@ from resources.settings import REPO_ROOT
 from sensors.run_tags import JOB_TAG, TENANT_TAG
 
 
-GLOBEX_HYPERPARAMETERS = {"epochs": 16, "learning_rate": 1e-3}
-
-
 @dataclass
 class DemoScale:
-    rows: int = 240
-    epochs: float = 6.0
+    rows: int = 280
+    # The demo tenants set their own learning rate and epochs, as a tenant may: at the automatic rate (2e-3 for
+    # the tiny model) 20 epochs taught them their facts and cost the base model a third of its golden answers
+    # on some CPUs' builds of it (bench/demo_margins.py); a quarter of the rate for twice as long learns the
+    # facts and keeps the golden set within its gate on every build measured.
+    epochs: float = 40.0
+    learning_rate: float = 5e-4
     min_examples: int = 100
+    # A fifth of the data held out: enough distinct questions for the held-out gain's interval to exclude zero.
+    holdout_fraction: float = 0.2
 
 
 def _free_job_name(store: ObjectStore, tenant: str, base: str) -> str:
@@ -54,22 +58,19 @@ class DemoUpload:
 
 def demo_uploads(scale: DemoScale = DemoScale()) -> list[DemoUpload]:
     """What each demo tenant uploads: the same bytes for the demo and for ``bench/demo_margins.py``."""
-    hp = {"epochs": scale.epochs}
-    uploads = []
+    def manifest(data_name: str) -> dict:
+        return default_manifest(data_name, hyperparameters={"epochs": scale.epochs, "learning_rate": scale.learning_rate},
+                                min_examples=scale.min_examples, holdout_fraction=scale.holdout_fraction)
 
-    uploads.append(DemoUpload(
-        "acme", "support", {"train.jsonl": synthetic.to_jsonl(synthetic.acme_support(scale.rows)).encode()},
-        default_manifest("train.jsonl", hyperparameters=hp, min_examples=scale.min_examples)))
-
-    # Globex sets its own hyperparameters, as a tenant may: its answers must copy hyphenated service names
-    # exactly, which the tiny base model does badly. At the automatic learning rate the adapter needs so many
-    # steps to learn them that it forgets too much of the golden set (measured at 240 rows: 6 epochs left the
-    # held-out exact match at 0, 10 cost 0.09 of golden exact match); a lower rate for longer learns the
-    # names and keeps the golden set.
-    uploads.append(DemoUpload(
-        "globex", "directory",
-        {"services.jsonl": synthetic.to_jsonl(synthetic.globex_directory(scale.rows)).encode()},
-        default_manifest("services.jsonl", hyperparameters=GLOBEX_HYPERPARAMETERS, min_examples=scale.min_examples)))
+    uploads = [
+        DemoUpload("acme", "support",
+                   {"train.jsonl": synthetic.to_jsonl(synthetic.acme_support(scale.rows)).encode()},
+                   manifest("train.jsonl")),
+        # A different shape on purpose: prompt/completion rows.
+        DemoUpload("globex", "directory",
+                   {"services.jsonl": synthetic.to_jsonl(synthetic.globex_directory(scale.rows)).encode()},
+                   manifest("services.jsonl")),
+    ]
 
     # Initech's export is broken in the ways real exports are: its bad rows must be named, and nothing trained.
     good = synthetic.to_jsonl(synthetic.acme_support(scale.rows, seed=7)).splitlines()
@@ -77,7 +78,7 @@ def demo_uploads(scale: DemoScale = DemoScale()) -> list[DemoUpload]:
         good.insert(10 + 17 * i, bad)
     uploads.append(DemoUpload(
         "initech", "helpdesk", {"tickets.jsonl": ("\n".join(good) + "\n").encode()},
-        default_manifest("tickets.jsonl", hyperparameters=hp, min_examples=scale.min_examples)))
+        manifest("tickets.jsonl")))
     return uploads
 
 

@@ -1,15 +1,15 @@
 """Files in the landing zone -> the upload sensor -> queued runs dequeued by the real Dagster daemon.
 
-This is the demo at a smaller scale: the daemon runs in its own process with the repo's dagster.yaml
-(QueuedRunCoordinator with tag limits), evaluates the upload sensor, dequeues by priority and launches runs
-with the default run launcher; each run trains in a Pipes subprocess and evaluates with lm-eval.
+This is ``make demo`` in its own state, with hostile manifests added: the daemon runs in its own process with
+the repo's dagster.yaml (QueuedRunCoordinator with tag limits), evaluates the upload sensor, dequeues by
+priority and launches runs with the default run launcher; each run trains in a Pipes subprocess and evaluates
+with lm-eval.
 """
 
 import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 from dagster import DagsterInstance, RunsFilter
 
 from ftpipe.catalog.adapters import AdapterRegistry
@@ -31,15 +31,8 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
     shutil.copy(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     monkeypatch.setenv("FTPIPE_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
-    # The platform's tiers, pools and quotas, with its gates on the continuous metrics: under test is the path
-    # through the daemon, and the demo's acme data at this small scale (120 rows, mostly repeats of 48
-    # questions) leaves too few distinct held-out questions for the exact-match gain to be shown, which the
-    # default held-out gate rightly refuses. Its answers' perplexity ratio is decisive on any CPU (~0.98,
-    # interval about +-0.005, gate < 1).
-    platform = yaml.safe_load((REPO_ROOT / "tenants.yaml").read_text())
-    platform["evaluation"]["quality_gates"] = {"holdout_perplexity_ratio": "< 1", "golden_perplexity_ratio": "<= 1.5"}
-    (home / "tenants.yaml").write_text(yaml.safe_dump(platform))
-    monkeypatch.setenv("FTPIPE_TENANTS", str(home / "tenants.yaml"))
+    # The platform's own tenants.yaml, quality gates included: the demo must pass them on any CPU.
+    monkeypatch.setenv("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))
 
     store = LocalObjectStore(home / "landing")
     registry = AdapterRegistry(home / "catalog.duckdb")
@@ -53,7 +46,7 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
     (home / "landing/tenants/initech/jobs/link").mkdir(parents=True)
     (home / "landing/tenants/initech/jobs/link/manifest.yaml").symlink_to(REPO_ROOT / "tenants.yaml")
     lines = []
-    rows = {r.tenant: r for r in run_demo(store, registry, DemoScale(rows=120, epochs=4), timeout_s=600,
+    rows = {r.tenant: r for r in run_demo(store, registry, DemoScale(), timeout_s=600,
                                           progress=lines.append)}
 
     assert rows["acme"].status == "SUCCESS", "\n".join(lines)
@@ -70,7 +63,13 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
         assert (Path(adapters[tenant].path) / "adapter_model.safetensors").exists()
         assert store.exists(results_key(tenant, rows[tenant].job, "eval_report.md"))
         metrics = adapters[tenant].metrics
-        assert metrics["holdout_exact_match_tuned"] > metrics["holdout_exact_match_base"], (tenant, metrics)
+        # The margins, not just the verdicts. Measured with bench/demo_margins.py on base models built under
+        # AVX512 (2 threads) and default (1 thread) kernels: the held-out gain's interval starts at +0.44 or above
+        # (gate > 0); the golden exact match's change ends at 0.00 (gate: a loss of 0.1 must not be shown); the
+        # golden answers' perplexity ratio ends at 1.05 or below (gate <= 1.5).
+        assert metrics["holdout_delta_low"] > 0.2, (tenant, metrics)
+        assert metrics["golden_exact_match_delta_high"] > -0.05, (tenant, metrics)
+        assert metrics["golden_perplexity_ratio_high"] < 1.25, (tenant, metrics)
 
     for job, reason in [("deep-yaml", "nested deeper than 8 levels"), ("host-path", "paths are not accepted"),
                         ("huge", "over the limit of 65,536 bytes"), ("link", "is a symbolic link")]:

@@ -67,7 +67,7 @@ def test_a_shape_change_in_a_later_chunk_is_refused_with_its_line(tmp_path):
 def test_every_bad_row_is_counted_though_only_the_first_are_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(schema, "MAX_KEPT_ERRORS", 5)
     monkeypatch.setattr(quality, "MAX_KEPT_LOCATIONS", 3)
-    rows = _acme(30) + ["{broken"] * 12 + _acme(1) * 8
+    rows = _acme(30) + ["{broken"] * 12 + _acme(5) * 2  # five rows of the first 30 come back twice more
     _write(tmp_path / "train.jsonl", rows)
     check = validate_to_parquet({"train": tmp_path / "train.jsonl"}, 0.1, tmp_path / "e.parquet", 10, None,
                                 chunk_bytes=500)

@@ -79,7 +79,7 @@ def test_sensor_sees_uploads_made_with_plain_boto3(s3_endpoint, s3_bucket, platf
     assert [r.partition_key for r in result.run_requests] == ["acme__j1"]
 
 
-def test_a_job_that_fits_no_pool_is_refused_with_its_estimate_and_never_queues(landing, tmp_path):
+def test_a_job_that_fits_no_pool_is_refused_with_its_estimate_and_never_queues(landing, tmp_path, tiny_model):
     small = tmp_path / "small-pools.yaml"
     small.write_text("default_pool: tiny-gpu\n"
                      "pools:\n  tiny-gpu: {gpu: T4, gpu_memory_gb: 1, peak_tflops: 65}\n"
@@ -92,5 +92,7 @@ def test_a_job_that_fits_no_pool_is_refused_with_its_estimate_and_never_queues(l
         again = _tick(instance, landing, small, cursor=result.cursor)
         assert again.run_requests == []  # refused once, not re-evaluated every tick
     reason = store.read_bytes(results_key("acme", "too-big", "rejected.md")).decode()
-    assert "the job fits no GPU pool: tiny-gpu: lora of a 0.000843B-parameter model at 512 tokens" in reason
+    # The size comes from the registered base; the tiny model's vocabulary follows its pre-training corpus.
+    size = f"{tiny_model.num_parameters / 1e9:.3g}B"
+    assert f"the job fits no GPU pool: tiny-gpu: lora of a {size}-parameter model at 512 tokens" in reason
     assert "needs 1.5 GB per GPU even at micro-batch 1 with activation checkpointing; the pool's GPUs have 1 GB" in reason

@@ -33,9 +33,13 @@ WORDS = ["lamp", "river", "garden", "bridge", "engine", "window", "mountain", "l
          "silver", "north", "south", "alpha", "beta", "gamma", "delta", "omega", "color", "height", "age",
          "price", "size", "weight", "code", "owner", "zero", "one", "two", "three", "four", "five", "six",
          "eight", "nine", "ten", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "sun", "moon", "star"]
-# Measured on this data (see test_the_best_weights_score_better_on_the_held_out_split_than_the_last): the
-# held-out loss of the best weights is about 1.2 nats below the last weights'.
+# Measured on this data (see test_the_best_weights_score_better_on_the_held_out_split_than_the_last) with base
+# models built under AVX512 and default kernels: the held-out loss of the best weights (step 8 on both) is 1.5
+# nats below the last weights'. The turn is steep on purpose: at 3e-3 for 24 steps one build's held-out loss
+# kept falling to the end, another's turned at step 8.
 MARGIN = 0.5
+STEPS = 40  # 8 training examples, one micro-batch of 8: a step an epoch
+EVAL_STEPS = list(range(4, STEPS + 1, 4))
 
 
 def _codes(things: list[str], seed: int) -> list[list[dict]]:
@@ -71,7 +75,7 @@ def _spec(tiny_model, codes, output_dir: Path, **overrides) -> TrainJobSpec:
     train, held_out = codes
     return dataclasses.replace(TrainJobSpec(
         base_model_path=tiny_model.path, train_file=str(train), eval_file=str(held_out), output_dir=str(output_dir),
-        learning_rate=5e-3, epochs=24, micro_batch_size=8, warmup_ratio=0.0, logging_steps=2, eval_steps=4,
+        learning_rate=7e-3, epochs=STEPS, micro_batch_size=8, warmup_ratio=0.0, logging_steps=2, eval_steps=4,
         save_steps=6, save_minutes=600, keep_checkpoints=2), **overrides)
 
 
@@ -113,12 +117,12 @@ def test_the_validation_loss_is_logged_every_eval_steps_and_recorded(best_run, t
 
     spec, result, seen = best_run
     evaluations = [m for m in seen if "eval_loss" in m]
-    assert [m["step"] for m in evaluations] == [4, 8, 12, 16, 20, 24] and evaluations[0]["max_steps"] == 24
-    assert [s for s, _ in result.eval_history] == [4, 8, 12, 16, 20, 24]
+    assert [m["step"] for m in evaluations] == EVAL_STEPS and evaluations[0]["max_steps"] == STEPS
+    assert [s for s, _ in result.eval_history] == EVAL_STEPS
     assert [loss for _, loss in result.eval_history] == [m["eval_loss"] for m in evaluations]
     assert all(math.isfinite(loss) for _, loss in result.eval_history)
     # The training loss is logged as before, and nothing of the evaluation is mistaken for it.
-    assert [s for s, _ in result.loss_history] == list(range(2, 25, 2))
+    assert [s for s, _ in result.loss_history] == list(range(2, STEPS + 1, 2))
 
     record = save_completed(spec, result)
     saved = json.loads((Path(spec.output_dir) / TRAINING_RESULT).read_text())
@@ -140,13 +144,13 @@ def test_the_best_weights_score_better_on_the_held_out_split_than_the_last(tiny_
     spec, result, _ = best_run
     losses = [loss for _, loss in result.eval_history]
     # The run overfits: the validation loss falls, then rises well above its minimum while training goes on.
-    assert result.best_step < 24 and losses[-1] > min(losses) + MARGIN
+    assert result.best_step < STEPS and losses[-1] > min(losses) + MARGIN
     training = dict(result.loss_history)
-    assert training[24] < training[result.best_step]
+    assert training[STEPS] < training[result.best_step]
     assert result.checkpoint_selection == "best" and result.selected_step == result.best_step
     assert _same_weights(result.adapter_dir, Path(spec.output_dir) / "best" / f"step-{result.best_step}")
 
-    last = Path(spec.output_dir) / "checkpoints" / "checkpoint-24"  # the last weights, as the final save wrote them
+    last = Path(spec.output_dir) / "checkpoints" / f"checkpoint-{STEPS}"  # the last weights, as the final save wrote them
     best_loss, last_loss = (_held_out_loss(tiny_model, d, codes[1]) for d in (result.adapter_dir, last))
     print(f"held-out loss: best (step {result.best_step}) {best_loss:.7f}, last {last_loss:.7f}, "
           f"margin {last_loss - best_loss:.4f}")
@@ -156,10 +160,10 @@ def test_the_best_weights_score_better_on_the_held_out_split_than_the_last(tiny_
 def test_selection_last_keeps_the_last_weights(tiny_model, codes, best_run, tmp_path):
     spec = _spec(tiny_model, codes, tmp_path / "last", checkpoint_selection="last")
     result = run_training(spec)
-    assert result.checkpoint_selection == "last" and result.selected_step == 24
+    assert result.checkpoint_selection == "last" and result.selected_step == STEPS
     assert result.best_step == best_run[1].best_step  # measured all the same
-    assert _same_weights(result.adapter_dir, tmp_path / "last" / "checkpoints" / "checkpoint-24")
-    assert _same_weights(result.adapter_dir, Path(best_run[0].output_dir) / "checkpoints" / "checkpoint-24")
+    assert _same_weights(result.adapter_dir, tmp_path / "last" / "checkpoints" / f"checkpoint-{STEPS}")
+    assert _same_weights(result.adapter_dir, Path(best_run[0].output_dir) / "checkpoints" / f"checkpoint-{STEPS}")
     assert not list((tmp_path / "last" / "best").glob("*"))  # nothing kept that the adapter will not be
 
 
@@ -170,7 +174,7 @@ def test_early_stopping_stops_before_max_steps_and_counts_as_completed(tiny_mode
     best_step = best_run[1].best_step
     # Two evaluations without improvement after the best one, then it stops: the same curve as the full run.
     assert result.outcome == "completed" and result.early_stopped
-    assert result.steps == best_step + 2 * spec.eval_steps < result.max_steps == 24
+    assert result.steps == best_step + 2 * spec.eval_steps < result.max_steps == STEPS
     assert result.eval_history == [p for p in best_run[1].eval_history if p[0] <= result.steps]
     assert _same_weights(result.adapter_dir, best_run[1].adapter_dir)
     # No checkpoint of the stopping step, though one was due: resuming from it would train on past the stop.
@@ -237,12 +241,12 @@ def test_a_resumed_run_keeps_the_right_best_weights(tiny_model, codes, best_run,
     assert sorted(p.name for p in (tmp_path / "job" / "best").iterdir()) == ["step-4", "step-8"]
 
     # The resumed run knows the evaluations up to its checkpoint (best: step 4), sets aside the step-8 weights
-    # it has not reached yet, trains steps 7-24 again, and finds step 8 best once more.
+    # it has not reached yet, trains steps 7-40 again, and finds step 8 best once more.
     resumed = _harness(spec)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     result = json.loads((tmp_path / "job" / "result.json").read_text())
     assert result["resumed_from"].endswith("checkpoint-6")
-    assert [s for s, _ in result["eval_history"]] == [4, 8, 12, 16, 20, 24]
+    assert [s for s, _ in result["eval_history"]] == EVAL_STEPS
     # The same run as the uninterrupted one (which trained in this process, so only nearly bitwise).
     for (_, got), (_, want) in zip(result["eval_history"], reference.eval_history):
         assert abs(got - want) <= 1e-4
@@ -252,7 +256,11 @@ def test_a_resumed_run_keeps_the_right_best_weights(tiny_model, codes, best_run,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method, lr, tolerance", [("lora", 5e-3, 1e-4), ("full", 1e-3, 1e-5)])
+# Two workers sum the gradients in another order; Adam's normalised updates carry that rounding into the weights
+# (up to 3e-5 measured after 12 full fine-tuning steps at 1e-3), far below one step's size (the learning rate).
+# The rates turn the held-out loss before step 12 on every base model build measured (full at 1e-3 did not on
+# one), so that the best weights are not the last.
+@pytest.mark.parametrize("method, lr, tolerance", [("lora", 5e-3, 1e-4), ("full", 2e-3, 2e-4)])
 def test_two_workers_keep_the_same_best_weights_as_one_process(tiny_model, codes, tmp_path, method, lr, tolerance):
     """Under torchrun every rank evaluates its share and takes the same decisions; FSDP gathers the best
     weights collectively. Each worker's eval batches hold half the examples, so the losses differ a little

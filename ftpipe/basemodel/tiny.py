@@ -1,8 +1,9 @@
 """Build the tiny Llama-architecture base model deterministically.
 
 A byte-level BPE tokenizer is trained on the synthetic general corpus, a small ``LlamaConfig`` model is
-initialised from a fixed seed and pre-trained for a few hundred steps on the same corpus rendered through
-the chat template. The result is saved with ``save_pretrained`` so that it loads through exactly the same
+initialised from a fixed seed and pre-trained for 2,400 steps on the same corpus rendered through the chat
+template: long enough to answer its golden set (copying a phrase is the last skill to appear, after about
+2,000 steps), so that a fine-tune's forgetting shows as a loss from a skill the base model has. The result is saved with ``save_pretrained`` so that it loads through exactly the same
 ``from_pretrained`` code as a Hugging Face hub model or any local checkpoint.
 """
 
@@ -39,9 +40,14 @@ class TinyModelRecipe:
     corpus_conversations: int = 30_000
     block_size: int = 128
     batch_size: int = 16
-    pretrain_steps: int = 400
+    # 1,600 steps left the golden set's copying questions unanswered (base exact match 0.77); 2,400 answer 43 of
+    # 44 and take about 4 minutes on 2 cores.
+    pretrain_steps: int = 2400
     learning_rate: float = 3e-3
     seed: int = 0
+    # The corpus is code (``ftpipe.synthetic.general_conversations``); its version is part of the recipe so that a
+    # cached model built from an earlier corpus is never taken for this one.
+    corpus_version: int = 4
 
 
 def _train_tokenizer(texts: list[str], vocab_size: int):

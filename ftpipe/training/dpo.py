@@ -5,10 +5,11 @@ switched off, so DPO costs one copy of the weights, not two.
 
 The DPO loss only asks the chosen answer to gain on the rejected one relative to the reference, and it can
 get there by making both answers less likely ("likelihood displacement"). On the tiny model with
-``synthetic.acme_preferences``, pure DPO reached a held-out preference accuracy of 1.0 while the chosen
-answers' log-likelihood fell from -14.7 to -128 nats: the tuned model preferred the right answer and could no
-longer say it. Adding the chosen answer's NLL (TRL's ``sft`` loss, as in RPO) with weight ``dpo_sft_weight``
-(default 1; 0 for pure DPO) gave the same accuracy with the chosen answers at -2.3 nats.
+``synthetic.acme_preferences`` (``bench/dpo_displacement.py``), pure DPO reached a held-out preference
+accuracy of 1.0 while the chosen answers' log-likelihood fell from -21.9 to -110 nats: the tuned model
+preferred the right answer and could no longer say it. Adding the chosen answer's NLL (TRL's ``sft`` loss, as
+in RPO) with weight ``dpo_sft_weight`` (default 1; 0 for pure DPO) gave the same accuracy with the chosen
+answers at -1.9 nats.
 """
 
 from __future__ import annotations
