@@ -2,8 +2,8 @@
 
 For each demo tenant this runs the code path the pipeline runs, without Dagster: the upload the demo submits
 (``ftpipe_cli.demo.demo_uploads``), its validation (``validate_to_parquet``: errors, duplicate and
-near-duplicate warnings), tokenization through the base model's chat template, the training plan from the
-platform's automatic choices (``plan_training``, on the platform's default pool), ``run_training``, and
+near-duplicate warnings), tokenization through the base model's chat template, the training plan (``plan_training``: the demo
+manifest's choices, the platform's for the rest, on its default pool), ``run_training``, and
 ``compare_base_and_tuned`` on the held-out split and the golden set. It prints and writes, per tenant:
 held-out and golden exact match of base and tuned, golden perplexity, training seconds, and each of the
 platform's gates (``tenants.yaml``) with its value, 95% interval, verdict, and the distance from the interval end
@@ -12,6 +12,7 @@ that decides it to the threshold.
 ``--matrix`` runs the same thing once per float-kernel setting (``ATEN_CPU_CAPABILITY=default`` and ``avx2``)
 and torch thread count (1 and 2), each in its own process, and reports the spread of every number across
 them beside the margins: a margin must be far larger than the spread for the demo to pass on any CPU.
+With ``--own-base`` each setting also builds its own base model, as another CPU would.
 
     .venv/bin/python bench/demo_margins.py                      # this process's kernels and threads
     .venv/bin/python bench/demo_margins.py --matrix --out m.json
