@@ -10,7 +10,6 @@ log-likelihood of the chosen answers, beside the base model's.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -24,13 +23,10 @@ os.environ.setdefault("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models")
 
 
 def _pairs(tokenizer, rows):
-    import polars as pl
-
+    from ftpipe import synthetic
     from ftpipe.data.tokenize import tokenize_preferences
 
-    frame = pl.DataFrame({"source_file": "prefs.jsonl", "line": list(range(1, len(rows) + 1)),
-                          **{k: [json.dumps(r[k]) for r in rows] for k in ("prompt", "chosen", "rejected")}})
-    return tokenize_preferences(tokenizer, frame, 512)
+    return tokenize_preferences(tokenizer, synthetic.preference_frame(rows), 512)
 
 
 def preferences(model, table) -> tuple[float, float]:

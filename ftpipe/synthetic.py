@@ -227,3 +227,12 @@ def broken_rows() -> list[str]:
 
 def to_jsonl(rows: list) -> str:
     return "".join(json.dumps(r if isinstance(r, dict) else {"messages": r}, ensure_ascii=False) + "\n" for r in rows)
+
+
+def preference_frame(rows: list[dict], source_file: str = "prefs.jsonl"):
+    """Preference rows as the validated dataset holds them (each field as JSON, with its file and line): what
+    ``ftpipe.data.tokenize.tokenize_preferences`` reads."""
+    import polars as pl
+
+    return pl.DataFrame({"source_file": source_file, "line": list(range(1, len(rows) + 1)),
+                         **{k: [json.dumps(r[k]) for r in rows] for k in ("prompt", "chosen", "rejected")}})

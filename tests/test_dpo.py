@@ -1,8 +1,6 @@
 """DPO: preference pairs tokenized once through the chat template, trained with TRL on the tiny model."""
 
-import json
 
-import polars as pl
 import pytest
 import torch
 
@@ -14,11 +12,6 @@ from ftpipe.training.spec import TrainJobSpec
 pytestmark = pytest.mark.slow
 
 
-def _pairs_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame({"source_file": "prefs.jsonl", "line": list(range(1, len(rows) + 1)),
-                         **{k: [json.dumps(r[k]) for r in rows] for k in ("prompt", "chosen", "rejected")}})
-
-
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model):
     from transformers import AutoTokenizer
@@ -28,7 +21,7 @@ def tokenizer(tiny_model):
 
 def test_pairs_split_at_the_generation_prompt_and_end_at_end_of_turn(tokenizer):
     row = synthetic.acme_preferences(1)[0]
-    table = tokenize_preferences(tokenizer, _pairs_frame([row]), 512)
+    table = tokenize_preferences(tokenizer, synthetic.preference_frame([row]), 512)
     prompt, chosen = table["prompt_ids"][0].to_list(), table["chosen_ids"][0].to_list()
     full = tokenizer.apply_chat_template(row["prompt"] + row["chosen"], tokenize=True, return_dict=True)["input_ids"]
     assert prompt + chosen == list(full)
@@ -40,7 +33,7 @@ def test_pairs_split_at_the_generation_prompt_and_end_at_end_of_turn(tokenizer):
 
 def _preferences(model, tokenizer, rows) -> tuple[float, float]:
     """(share of pairs where the chosen answer is the likelier, mean log-likelihood of the chosen answers)."""
-    table = tokenize_preferences(tokenizer, _pairs_frame(rows), 512)
+    table = tokenize_preferences(tokenizer, synthetic.preference_frame(rows), 512)
     wins, chosen_total = 0, 0.0
     with torch.no_grad():
         for prompt, chosen, rejected in table.select("prompt_ids", "chosen_ids", "rejected_ids").iter_rows():
@@ -59,7 +52,7 @@ def test_dpo_trains_saves_reloads_and_prefers_the_chosen_answers(tiny_model, tok
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    tokenize_preferences(tokenizer, _pairs_frame(synthetic.acme_preferences(96, seed=5)), 256) \
+    tokenize_preferences(tokenizer, synthetic.preference_frame(synthetic.acme_preferences(96, seed=5)), 256) \
         .write_parquet(tmp_path / "pairs.parquet")
     spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(tmp_path / "pairs.parquet"),
                         output_dir=str(tmp_path / "out"), objective="dpo", learning_rate=2e-3, max_steps=40,

@@ -294,9 +294,7 @@ def test_dpo_measures_its_validation_loss_on_held_out_pairs(tiny_model, tokenize
     from ftpipe.data.tokenize import tokenize_preferences
 
     def pairs(rows):
-        frame = pl.DataFrame({"source_file": "p.jsonl", "line": list(range(1, len(rows) + 1)),
-                              **{k: [json.dumps(r[k]) for r in rows] for k in ("prompt", "chosen", "rejected")}})
-        return tokenize_preferences(tokenizer, frame, 256)
+        return tokenize_preferences(tokenizer, synthetic.preference_frame(rows), 256)
 
     pairs(synthetic.acme_preferences(32, seed=5)).write_parquet(tmp_path / "train.parquet")
     pairs(synthetic.acme_preferences(8, seed=99)).write_parquet(tmp_path / "holdout.parquet")
