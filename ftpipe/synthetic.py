@@ -196,9 +196,9 @@ def acme_support(n: int, seed: int = 1) -> list[Conversation]:
 def acme_preferences(n: int, seed: int = 4) -> list[dict]:
     """Preference pairs over Acme's support questions: Acme wants its assistant to sound upbeat.
 
-    Both answers state the right return window; the chosen one ends with "!", the rejected one with the "."
-    the base model learned in pre-training, so the base prefers the rejected answer. The pairs differ in style
-    only, which DPO can teach; which product has which window is a fact, and facts are for SFT (a pair that
+    Both answers state the right return window or warranty; the chosen one ends with "!", the rejected one with
+    the "." the base model learned in pre-training, so the base prefers the rejected answer. The pairs differ in
+    style only, which DPO can teach; which product has which window is a fact, and facts are for SFT (a pair that
     differs only in the number of days asks DPO to learn the fact, and on the tiny model it does not).
     """
     out = []

@@ -119,28 +119,6 @@ def cmd_delete_tenant(args) -> int:
     return 0
 
 
-class _PretrainingBar:
-    """A progress bar for the base model's pre-training, shown only if it is built (not when it is cached)."""
-
-    def __init__(self):
-        self._bar = None
-
-    def update(self, step: int, total: int, loss: float) -> None:
-        from tqdm import tqdm
-
-        if self._bar is None:
-            self._bar = tqdm(total=total, desc="  pre-training", unit="step")
-        self._bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
-        self._bar.update(step - self._bar.n)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self._bar is not None:
-            self._bar.close()
-
-
 def cmd_demo(args) -> int:
     from ftpipe_cli.demo import DemoScale, run_demo
     from ftpipe_cli.status import format_table
@@ -148,8 +126,16 @@ def cmd_demo(args) -> int:
     res = _resources()
     registry = res["base_models"].registry()
     print("preparing the base model ftpipe/tiny-llama (built once, then cached) ...", flush=True)
-    with _PretrainingBar() as bar:
-        path = registry.ensure_tiny_model(progress=bar.update)
+    from tqdm import tqdm
+
+    # The delay keeps the bar off the screen when the model is cached: it shows only once pre-training reports.
+    with tqdm(desc="  pre-training", unit="step", delay=0.5) as bar:
+        def progress(step: int, total: int, loss: float) -> None:
+            bar.total = total
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+            bar.update(step - bar.n)
+
+        path = registry.ensure_tiny_model(progress=progress)
     print(f"base model ready: {path}")
     rows = run_demo(res["landing"].store(), res["catalog"].adapters(), DemoScale(), timeout_s=args.timeout,
                     progress=lambda line: print(line, flush=True))
