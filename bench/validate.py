@@ -16,8 +16,9 @@ its own process so that peak RSS is per variant:
   texts: datasketch's ``MinHash`` + ``MinHashLSH`` per row (what ftpipe did before) vs ftpipe's vectorized
   signatures and banding.
 
-Goals (issue #3): the structural checks at least 3x the plain loop and within 1.5x of the bare read; peak
-RSS under 4 GB for 1M and 10M rows. Results go to bench/results/.
+Goals: the structural checks at least 3x the plain loop and within 1.5x of the bare read; peak RSS under 4 GB
+for 1M and 10M rows. With ``--shapes chat,sharegpt,alpaca,...`` it times the structural checks on the same rows
+written in each accepted format instead. Results go to bench/results/.
 """
 
 from __future__ import annotations
@@ -39,10 +40,38 @@ sys.path.insert(0, str(REPO_ROOT))
 ROLES = {"system", "user", "assistant", "tool"}
 
 
-def write_rows(path: Path, n: int, seed: int = 0) -> None:
+SHAPES = ("chat", "sharegpt", "alpaca", "content_parts", "tool_calls", "json_array")
+"""``--shapes``: the same rows written in each format (``json_array``: the chat rows as one JSON array)."""
+_TOOLS = [{"type": "function", "function": {"name": "open_case", "parameters": {
+    "type": "object", "properties": {"topic": {"type": "string"}}}}}]
+
+
+def in_shape(row: dict, shape: str) -> dict:
+    system, user, assistant = (m["content"] for m in row["messages"])
+    if shape in ("chat", "json_array"):
+        return row
+    if shape == "sharegpt":
+        return {"system": system, "conversations": [{"from": "human", "value": user}, {"from": "gpt", "value": assistant}]}
+    if shape == "alpaca":
+        return {"system": system, "instruction": user, "input": "", "output": assistant}
+    if shape == "content_parts":
+        return {"messages": [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+                             for m in row["messages"]]}
+    if shape == "tool_calls":
+        call = {"id": "c1", "type": "function", "function": {"name": "open_case", "arguments": '{"topic": "case"}'}}
+        return {"tools": _TOOLS, "messages": [row["messages"][0], row["messages"][1],
+                                              {"role": "assistant", "tool_calls": [call]},
+                                              {"role": "tool", "tool_call_id": "c1", "content": "opened"},
+                                              row["messages"][2]]}
+    raise ValueError(shape)
+
+
+def write_rows(path: Path, n: int, seed: int = 0, shape: str = "chat") -> None:
     rng = random.Random(seed)
     topics = ["billing", "shipping", "returns", "accounts", "security", "warranty", "orders", "refunds"]
     with open(path, "w") as f:
+        if shape == "json_array":
+            f.write("[\n")
         for i in range(n):
             topic = rng.choice(topics)
             q = f"Ticket {i}: I have a question about {topic} for order {rng.randrange(10**6)} placed last week."
@@ -52,10 +81,13 @@ def write_rows(path: Path, n: int, seed: int = 0) -> None:
                  f"reply within {rng.randrange(1, 48)} hours.")
             row = {"messages": [{"role": "system", "content": "You are a support agent."},
                                 {"role": "user", "content": q}, {"role": "assistant", "content": a}]}
-            line = json.dumps(row)
-            f.write(line + "\n")
+            line = json.dumps(in_shape(row, shape))
+            end = ",\n" if shape == "json_array" and i < n - 1 else "\n"
+            f.write(line + end)
             if i % 5000 == 11:
-                f.write(line + "\n")  # a duplicate
+                f.write(line + (",\n" if shape == "json_array" else "\n"))  # a duplicate
+        if shape == "json_array":
+            f.write("]\n")
 
 
 def plain_loop(path: Path) -> dict:
@@ -92,7 +124,7 @@ def plain_loop(path: Path) -> dict:
 def bare_polars(path: Path) -> dict:
     import polars as pl
 
-    return {"rows": pl.read_ndjson(path).height}
+    return {"rows": (pl.read_json(path) if path.suffix == ".json" else pl.read_ndjson(path)).height}
 
 
 def ftpipe_validation(path: Path) -> dict:
@@ -169,7 +201,7 @@ VARIANTS = {"plain_loop": plain_loop, "bare_polars": bare_polars, "ftpipe": ftpi
 
 
 def run_variant(name: str, path: Path) -> dict:
-    VARIANTS[name](Path(path).with_suffix(".warmup.jsonl"))  # imports and first-use costs, untimed
+    VARIANTS[name](Path(path).with_name("warmup" + Path(path).suffix))  # imports and first-use costs, untimed
     start = time.perf_counter()
     result = VARIANTS[name](path)
     seconds = time.perf_counter() - start
@@ -182,16 +214,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=1, help="turns of every variant; medians are reported")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
+    parser.add_argument("--shapes", help="comma-separated, from: " + ", ".join(SHAPES) + ": time the structural "
+                        "checks on the same rows in each format instead of the variants")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:  # child process
         print(json.dumps(run_variant(args.variant, Path(args.file))))
         return
+    if args.shapes:
+        return compare_shapes(args.shapes.split(","), args.rows, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "chat.jsonl"
         write_rows(path, args.rows)
-        write_rows(path.with_suffix(".warmup.jsonl"), 2000, seed=1)
+        write_rows(path.with_name("warmup.jsonl"), 2000, seed=1)
         lines = sum(1 for _ in open(path))
         names = args.variants.split(",")
         turns = []  # this machine's speed drifts from minute to minute: the variants take turns
@@ -233,6 +269,41 @@ def main() -> None:
     out_dir = REPO_ROOT / "bench" / "results"
     out_dir.mkdir(exist_ok=True)
     (out_dir / f"validate-{lines}.json").write_text(json.dumps(summary, indent=2))
+
+
+def compare_shapes(shapes: list[str], rows: int, repeats: int) -> None:
+    """ftpipe's structural checks over the same rows in each format, each in its own process, in turns."""
+    turns = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            turn = {}
+            for shape in shapes:
+                folder = Path(tmp) / shape
+                suffix = ".json" if shape == "json_array" else ".jsonl"
+                path = folder / f"data{suffix}"
+                if not path.exists():
+                    folder.mkdir()
+                    write_rows(path, rows, shape=shape)
+                    write_rows(folder / f"warmup{suffix}", 2000, seed=1, shape=shape)
+                out = subprocess.run([sys.executable, __file__, "--variant", "ftpipe", "--file", str(path)],
+                                     capture_output=True, text=True, check=True)
+                turn[shape] = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"{shape:14s} {turn[shape]['seconds']:7.2f} s  peak RSS {turn[shape]['peak_rss_mb']:,} MB",
+                      flush=True)
+            turns.append(turn)
+    summary = {"rows": rows + rows // 5000, "repeats": repeats, "shapes": {}}
+    for shape in shapes:
+        seconds = statistics.median(t[shape]["seconds"] for t in turns)
+        summary["shapes"][shape] = {
+            **{k: turns[0][shape][k] for k in ("errors", "duplicates", "pii")},
+            "seconds": round(seconds, 2), "rows_per_second": round(summary["rows"] / seconds),
+            "peak_rss_mb": max(t[shape]["peak_rss_mb"] for t in turns),
+            "time_vs_chat": round(statistics.median(t[shape]["seconds"] / t["chat"]["seconds"] for t in turns), 2)
+            if "chat" in shapes else None}
+    print(json.dumps(summary, indent=2))
+    out_dir = REPO_ROOT / "bench" / "results"
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / f"validate-shapes-{summary['rows']}.json").write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

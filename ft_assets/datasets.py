@@ -19,6 +19,7 @@ from ft_assets.training import pool_calibration
 from ftpipe.admission import serving_problems
 from ftpipe.basemodel.registry import BaseModelNotFound
 from ftpipe.catalog.adapters import now_utc
+from ftpipe.data.columns import ColumnMapping
 from ftpipe.data.pipeline import (
     MIN_HOLDOUT_EXAMPLES,
     PREFLIGHT_COLUMNS,
@@ -145,7 +146,10 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
     store = landing.store()
     out_dir = artifacts.layout().job_dir(tenant, job) / "validated"
     out_dir.mkdir(parents=True, exist_ok=True)
-    out_file = out_dir / f"{raw_dataset['dataset_digest'][:16]}.parquet"
+    mapping = ColumnMapping.from_manifest(manifest)
+    # The same upload read under another columns: mapping is another dataset.
+    suffix = f"-{mapping.digest()[:8]}" if mapping else ""
+    out_file = out_dir / f"{raw_dataset['dataset_digest'][:16]}{suffix}.parquet"
 
     logged = 0
 
@@ -158,7 +162,8 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
     try:
         check = validate_to_parquet(raw_dataset["files"], manifest["holdout_fraction"], out_file,
                                     manifest["min_examples"], platform.config().tier_of(tenant).max_examples,
-                                    manifest["objective"], progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES)
+                                    manifest["objective"], progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES,
+                                    mapping=mapping)
     except UnsupportedFormat as exc:
         raise fail_on_input(context, store, tenant, job, str(exc)) from None
     outcome = check.outcome
@@ -226,8 +231,10 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     hyperparameters = manifest["hyperparameters"]
     max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
     # Packing happens when training reads the cache, so packed and unpacked jobs share one entry.
+    mapping = ColumnMapping.from_manifest(manifest)
     cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
-                        base.chat_template_digest, max_len, manifest["objective"])
+                        base.chat_template_digest, max_len, manifest["objective"],
+                        *([mapping.digest()] if mapping else []))
     cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
     holdout_file = artifacts.layout().tokenized_holdout_cache(tenant, cache_key)
     hit = cache_file.exists() and holdout_file.exists()  # an entry from before held-out splits were tokenized

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from ftpipe.data.columns import MESSAGE_FIELDS, RECORD_FIELDS, check_columns, check_roles
 from ftpipe.evaluation.gates import GateError, parse_gates
 from ftpipe.training.spec import OVERRIDABLE
 
@@ -52,6 +53,12 @@ class JobManifest(BaseModel):
     quality_gates: dict[str, str] = Field(
         default_factory=dict, max_length=20,
         description="e.g. {holdout_exact_match: '>= 0.6'}; see ftpipe.evaluation.gates")
+    columns: dict[str, str] = Field(
+        default_factory=dict, max_length=len(RECORD_FIELDS) + len(MESSAGE_FIELDS),
+        description="the platform's field name -> the key in your file, e.g. {messages: dialogue, role: speaker}")
+    roles: dict[str, str] = Field(
+        default_factory=dict, max_length=32,
+        description="a role name in your file -> system, user, assistant or tool, e.g. {bot: assistant}")
 
     @field_validator("base_model")
     @classmethod
@@ -92,6 +99,18 @@ class JobManifest(BaseModel):
             raise ValueError("'eval_dataset' names the training file itself: a score on the data the adapter "
                              "trained on says nothing; give a separate file, or leave it out for a held-out split")
         return self
+
+    @field_validator("columns")
+    @classmethod
+    def _columns_map_known_fields(cls, value: dict) -> dict:
+        check_columns(value)
+        return value
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_map_onto_ours(cls, value: dict) -> dict:
+        check_roles(value)
+        return value
 
     @field_validator("quality_gates")
     @classmethod

@@ -38,6 +38,7 @@ def cmd_validate(args) -> int:
     base = (registry.resolve_source(args.base_model, args.base_model) if Path(args.base_model).is_dir()
             else registry.resolve(args.base_model))
     files = {"train": args.file} | ({"eval": args.eval_data} if args.eval_data else {})
+    mapping, objective = _mapping_and_objective(args)
     from tqdm import tqdm
 
     with tqdm(desc="pre-flight: render + tokenize", unit=" examples", file=sys.stderr, disable=None) as bar:
@@ -49,12 +50,34 @@ def cmd_validate(args) -> int:
                                 max_len=args.max_seq_len or TrainJobSpec.max_seq_len,
                                 epochs=args.epochs or TrainJobSpec.epochs, pool_name=pool_name,
                                 pool=config.pools[pool_name], min_examples=args.min_examples,
-                                objective=args.objective, progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES)
+                                objective=objective, progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES,
+                                mapping=mapping)
     if args.json:
         print(report_json(result.check, result.preflight))
     else:
         print(report_markdown(result.check, Path(args.file).name, result.preflight))
     return 0 if result.passed else 1
+
+
+def _mapping_and_objective(args):
+    """The manifest's columns:/roles: and objective when one is given; the objective the file's shape implies
+    when neither --objective nor the manifest sets it, said on stderr."""
+    from ftpipe.data.columns import ColumnMapping
+    from ftpipe.data.pipeline import inferred_objective
+    from ftpipe.manifest import parse_manifest
+
+    mapping, objective = ColumnMapping(), args.objective
+    if args.manifest:
+        manifest = parse_manifest(Path(args.manifest).read_bytes(), Path(args.manifest).name)
+        mapping = ColumnMapping(manifest.columns, manifest.roles)
+        if objective is None and "objective" in manifest.model_fields_set:
+            objective = manifest.objective
+    if objective is None:
+        objective, shape = inferred_objective(args.file, mapping)
+        where = f"the shape of its first example ('{shape}')" if shape else "no recognised example"
+        print(f"objective: {objective} (inferred from {where}; --objective or the manifest's objective: sets it)",
+              file=sys.stderr)
+    return mapping, objective
 
 
 def cmd_status(args) -> int:
@@ -163,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seq-len", type=int)
     p.add_argument("--epochs", type=float)
     p.add_argument("--min-examples", type=int, default=100)
-    p.add_argument("--objective", choices=["sft", "dpo"], default="sft", help="as in the manifest")
+    p.add_argument("--objective", choices=["sft", "dpo"],
+                   help="as in the manifest (default: the manifest's, else inferred from the file's shape)")
+    p.add_argument("--manifest", help="manifest.yaml whose columns:, roles: and objective apply")
     p.add_argument("--pool", help="pool for the cost estimate (default: the platform's default pool)")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of markdown")
     p.set_defaults(func=cmd_validate)

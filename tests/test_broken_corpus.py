@@ -14,11 +14,32 @@ POOL = PoolConfig(gpu="cpu", gpu_memory_gb=8, peak_tflops=0.046, mfu=1.0)
 EXPECTED = {
     "invalid_json.jsonl": [(3, "record", "invalid JSON: Expecting ',' delimiter at column 64")],
     "not_an_object.jsonl": [(2, "record", "expected a JSON object, got list")],
-    "missing_key.jsonl": [(2, "record", "unrecognized shape with keys ['prompt']: expected one of messages; "
-                                        "completion+prompt; instruction+response; text; chosen+prompt+rejected; "
-                                        "input+non_preferred_output+preferred_output")],
-    "unknown_key.jsonl": [(2, "record", "unknown keys: label")],
-    "bad_role.jsonl": [(2, "messages[].role", "unrecognized role (use system, user, assistant or tool)")],
+    "missing_key.jsonl": [(2, "record", "unrecognized shape with keys ['prompt']: the 'prompt_completion' shape "
+                                        "(completion+prompt) lacks 'completion' (name your key for it in the "
+                                        "manifest's columns:)")],
+    "alpaca_typo.jsonl": [(2, "record", "unrecognized shape with keys ['input', 'instruction', 'outptu']: the "
+                                        "'alpaca' shape (instruction+output) lacks 'output' (is \"outptu\" it? then "
+                                        "rename it, or map it in the manifest's columns:)")],
+    "unknown_key.jsonl": [(2, "record", "unknown keys: source")],
+    "kto_unpaired.jsonl": [(1, "record", "unpaired preference rows (prompt/completion/label, as KTO trains on) are "
+                                         "not supported: pair each prompt's preferred and rejected completion as "
+                                         "prompt/chosen/rejected and set 'objective: dpo'"),
+                           (2, "record", "unpaired preference rows (prompt/completion/label, as KTO trains on) are "
+                                         "not supported: pair each prompt's preferred and rejected completion as "
+                                         "prompt/chosen/rejected and set 'objective: dpo'")],
+    "bad_role.jsonl": [(2, "messages[0].role", "unknown role \"customer\" (allowed: system, user, assistant, tool); "
+                                               "did you mean \"user\"? (or map it in the manifest's roles:)")],
+    "sharegpt_bad_speaker.jsonl": [(2, "conversations[1].from", "unknown role \"bot\" (allowed: human, user, gpt, "
+                                                                "assistant, system, observation, function, tool, "
+                                                                "function_call); did you mean \"assistant\"? (or map "
+                                                                "it in the manifest's roles:)")],
+    "tool_call_bad_arguments.jsonl": [(2, "messages[1].tool_calls[0].function.arguments",
+                                       "not valid JSON: Expecting ',' delimiter at column 17")],
+    "tool_call_unknown_function.jsonl": [(2, "messages[1].tool_calls[0].function.name",
+                                          "\"get_time\" is not among the example's tools (get_weather)")],
+    "image_content_part.jsonl": [(2, "messages[0].content[1].type", "\"image_url\" parts are not supported: the "
+                                                                    "base models are text-only; keep the text parts "
+                                                                    "only")],
     "empty_content.jsonl": [(3, "messages", "1 message(s) with empty content")],
     "no_assistant.jsonl": [(2, "messages", "no assistant turn")],
     "roles_out_of_order.jsonl": [(2, "messages[].role", "roles out of order: optional system first, then user, "

@@ -33,7 +33,7 @@ def test_every_broken_row_is_named_by_file_line_and_field(tmp_path):
     assert found == {
         (3, "record", "invalid JSON"),
         (5, "messages", "no assistant turn"),
-        (7, "messages[].role", "unrecognized role (use system, user, assistant or tool)"),
+        (7, "messages[0].role", 'unknown role "customer" (allowed'),
         (9, "messages", "1 message(s) with empty content"),
         (11, "record", "unrecognized shape with keys ['answer', 'question']"),
     }

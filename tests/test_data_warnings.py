@@ -162,8 +162,9 @@ def test_a_template_that_never_emits_eos_is_caught_on_real_tokens(tiny_model):
     from ftpipe.data.tokenize import tokenize_frame
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model.path)
-    tokenizer.chat_template = tokenizer.chat_template.replace("{{ message['content'] }}<|end|>{% endgeneration %}",
-                                                              "{{ message['content'] }}{% endgeneration %}")
+    template = tokenizer.chat_template.replace("<|end|>{% endgeneration %}", "{% endgeneration %}")
+    assert template != tokenizer.chat_template
+    tokenizer.chat_template = template
     frame = pl.DataFrame({"source_file": "t.jsonl", "line": [1, 2],
                           "messages": [json.dumps(c) for c in synthetic.acme_support(2)]})
     table = tokenize_frame(tokenizer, frame, 512)

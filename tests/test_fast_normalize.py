@@ -51,3 +51,40 @@ def test_a_clean_chunk_takes_the_fast_path_and_a_dirty_one_does_not():
                   json.dumps({"messages": [{"role": "user", "content": "q"}]}),  # mixed shapes with the rows above
                   json.dumps({"prompt": "q", "completion": 5})):
         assert normalize_lines_fast(pl.concat([clean, pl.Series([dirty])]), 1, "f.jsonl") is None, dirty
+
+
+def _agrees(tmp_path, rows: list[dict], fast: bool = True) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    lines = pl.Series(path.read_text().splitlines())
+    assert (normalize_lines_fast(lines, 1, path.name) is not None) == fast
+    assert normalize_file(path).equals(_exact(path))
+
+
+def test_alpaca_and_instruction_files_match(tmp_path):
+    rows = [{"instruction": f"Say {i}.", "input": "" if i % 3 else f"Context {i}", "output": f"{i}"}
+            for i in range(20)]
+    rows[4]["system"] = "Be brief."
+    rows[6]["output"] = "  "  # an error row: empty content
+    _agrees(tmp_path, rows)
+    _agrees(tmp_path, [rows[0], {**rows[1], "input": None}], fast=False)  # a null: the exact path
+    _agrees(tmp_path, [{"instruction": r["instruction"], "response": r["output"]} for r in rows])
+    _agrees(tmp_path, [{**rows[0], "history": [["a", "b"]]}, rows[1]], fast=False)
+    _agrees(tmp_path, [rows[0], {**rows[1], "output": 5}], fast=False)
+
+
+def test_sharegpt_files_match(tmp_path):
+    def conversation(i, turns=("human", "gpt")):
+        return [{"from": who, "value": f"{who} says {i}"} for who in turns]
+
+    rows = [{"conversations": conversation(i)} for i in range(20)]
+    rows[2]["system"] = "Be brief."
+    rows[3] = {"conversations": conversation(3, ("system", "human", "gpt", "human", "chatgpt"))}
+    rows[4] = {"conversations": conversation(4, ("gpt", "human"))}  # an error row: out of order
+    _agrees(tmp_path, rows)
+    _agrees(tmp_path, [{"conversations": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}])
+    for dirty in ({"conversations": conversation(1, ("human", "bot"))},
+                  {"conversations": conversation(1, ("human", "function_call"))},
+                  {"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": 5}]},
+                  {"conversations": conversation(1), "tools": "[]"}):
+        _agrees(tmp_path, [rows[0], dirty], fast=False)

@@ -74,7 +74,10 @@ def test_random_yaml_is_refused_or_admitted_never_raised(tiny_model, data):
     except ManifestError:
         assert admission.refusal is not None
     else:
-        assert admission.pool == "cpu" or "lora_r" in admission.refusal or "DoRA" in admission.refusal
+        # A well-formed manifest is admitted, or refused for what only admission knows: the platform's base
+        # models and its serving limits.
+        assert admission.pool == "cpu" or any(reason in admission.refusal for reason in (
+            "lora_r", "DoRA", "is not registered on this platform"))
 
 
 @FUZZ

@@ -49,6 +49,9 @@ class TinyModelRecipe:
     # The corpus is code (``ftpipe.synthetic.general_conversations``); its version is part of the recipe so that a
     # cached model built from an earlier corpus is never taken for this one.
     corpus_version: int = 4
+    # The chat template is saved with the tokenizer: a cached model with an older template (one without tools)
+    # must not be taken for this one, although the weights are the same.
+    template_version: int = 2
 
 
 def _train_tokenizer(texts: list[str], vocab_size: int):

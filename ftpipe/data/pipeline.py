@@ -20,6 +20,7 @@ import polars as pl
 import pyarrow.parquet as pq
 from jinja2.exceptions import TemplateError
 
+from ftpipe.data.columns import ColumnMapping
 from ftpipe.data.fast_normalize import normalize_lines_fast
 from ftpipe.data.normalize import normalize
 from ftpipe.data.preference import PREFERENCE_SHAPES
@@ -27,6 +28,8 @@ from ftpipe.data.preflight import Preflight
 from ftpipe.data.quality import DUPLICATE_KEY, WARNING_COLUMNS, DataWarning, WarningCollector
 from ftpipe.data.read import (
     CHUNK_BYTES,
+    JSON_COLUMNS,
+    is_json_array,
     iter_line_chunks,
     parquet_frames,
     record_batches,
@@ -50,14 +53,16 @@ class ExamplesCheck:
     stats: dict = field(default_factory=dict)
 
 
-def normalized_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
-    """One file, normalized chunk by chunk: JSONL vectorized where a chunk is clean, other formats record by record."""
+def normalized_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES,
+                      mapping: ColumnMapping | None = None) -> Iterator[pl.DataFrame]:
+    """One file, normalized chunk by chunk: JSONL vectorized where a chunk is clean, other formats record by record.
+    ``mapping``: the manifest's ``columns:`` / ``roles:``, applied to every record."""
     path = Path(path)
-    if path.suffix.lower() not in (".jsonl", ".json"):
+    if path.suffix.lower() not in (".jsonl", ".json") or (path.suffix.lower() == ".json" and is_json_array(path)):
         # One reader frame at a time: bounded in rows and in decoded bytes (a few hundred bytes of Parquet may
         # decode to thousands of megabyte records), so that the per-chunk checks are bounded too.
-        for batch in record_batches(path, display_name=path.name):
-            yield normalize(batch)
+        for batch in record_batches(path, path.name, mapping.json_columns() if mapping else JSON_COLUMNS):
+            yield normalize(batch, mapping)
         return
     for chunk in iter_line_chunks(path, chunk_bytes, path.name):
         fast = None
@@ -65,23 +70,34 @@ def normalized_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Itera
             lines = None if chunk.too_long else chunk.data.decode("utf-8").split("\n")
         except UnicodeDecodeError:
             lines = None
-        if lines is not None:
+        if lines is not None and not mapping:
             if lines and lines[-1] == "":
                 lines.pop()
             fast = normalize_lines_fast(pl.Series(lines, dtype=pl.String), chunk.first_line, path.name)
-        yield fast if fast is not None else normalize(records_from_chunk(chunk, path.name))
+        yield fast if fast is not None else normalize(records_from_chunk(chunk, path.name), mapping)
 
 
-def normalize_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> pl.DataFrame:
-    frames = list(normalized_chunks(path, chunk_bytes))
+def normalize_file(path: str | Path, chunk_bytes: int = CHUNK_BYTES,
+                   mapping: ColumnMapping | None = None) -> pl.DataFrame:
+    frames = list(normalized_chunks(path, chunk_bytes, mapping))
     return pl.concat(frames) if frames else normalize([])
 
 
-def example_chunks(files: dict[str, str | Path], holdout_fraction: float,
-                   chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
+def inferred_objective(path: str | Path, mapping: ColumnMapping | None = None) -> tuple[str, str | None]:
+    """(objective, shape) from the file's first recognised record: preference pairs train DPO, the rest SFT.
+    Reads one chunk of a file that starts with a valid record."""
+    for frame in normalized_chunks(path, mapping=mapping):
+        shapes = frame["shape"].drop_nulls()
+        if len(shapes):
+            return ("dpo" if shapes[0] in PREFERENCE_SHAPES else "sft"), shapes[0]
+    return "sft", None
+
+
+def example_chunks(files: dict[str, str | Path], holdout_fraction: float, chunk_bytes: int = CHUNK_BYTES,
+                   mapping: ColumnMapping | None = None) -> Iterator[pl.DataFrame]:
     """``files`` maps a role (``train``, ``eval``) to a path; an eval file is held out as a whole."""
     for role, path in files.items():
-        for frame in normalized_chunks(path, chunk_bytes):
+        for frame in normalized_chunks(path, chunk_bytes, mapping):
             frame = frame.with_columns(pl.lit(role).alias("role"))
             if role == "train":
                 yield assign_split(frame, holdout_fraction)
@@ -192,11 +208,11 @@ def _no_examples() -> pl.DataFrame:
 def validate_to_parquet(files: dict[str, str | Path], holdout_fraction: float, out_file: str | Path,
                         min_examples: int, max_examples: int | None, objective: str = "sft",
                         chunk_bytes: int = CHUNK_BYTES, progress=None,
-                        min_holdout: int = 0) -> ExamplesCheck:
+                        min_holdout: int = 0, mapping: ColumnMapping | None = None) -> ExamplesCheck:
     """Read, check and write the normalized examples in one pass, one chunk in memory at a time."""
     checker, rows = ExamplesChecker(objective), 0
     with parquet_written_whole(out_file, _no_examples) as append:
-        for chunk in example_chunks(files, holdout_fraction, chunk_bytes):
+        for chunk in example_chunks(files, holdout_fraction, chunk_bytes, mapping):
             checker.add(chunk)
             append(chunk)
             rows += chunk.height
@@ -236,6 +252,8 @@ def tokenize_to_parquet(tokenizer, examples_file: str | Path, out_file: str | Pa
     from ftpipe.data.tokenize import tokenize_examples
 
     total, done = train_row_count(examples_file), 0
+    if (refusal := _tools_refusal(tokenizer, examples_file)) is not None:
+        raise refusal
 
     def no_examples() -> pl.DataFrame:
         return tokenize_examples(tokenizer, pl.scan_parquet(examples_file).head(0).collect(), max_len, objective)
@@ -273,12 +291,32 @@ class TemplateRefused(ValueError):
     """The base model's chat template raised on an example (many refuse roles that do not alternate)."""
 
 
+def _tools_refusal(tokenizer, examples_file: str | Path) -> TemplateRefused | None:
+    """The first example with tools or tool calls, when the base model's chat template cannot show them."""
+    from ftpipe.data.tokenize import renders_tools
+
+    examples = pl.scan_parquet(examples_file)
+    if "tools" not in examples.collect_schema():  # validated before tools were read: none has them
+        examples = examples.with_columns(pl.lit(None, pl.String).alias("tools"))
+    first = (examples
+             .filter(pl.col("tools").is_not_null() | pl.col("messages").str.contains('"tool_calls":', literal=True))
+             .select("source_file", "line", "tools").head(1).collect())
+    if first.is_empty() or renders_tools(tokenizer):
+        return None
+    source_file, line, tools = first.row(0)
+    return TemplateRefused(f"{source_file} line {line}, {'tools' if tools else 'messages'}: the base model's chat "
+                           "template does not render tools and tool calls, so the model would never see them; "
+                           "choose a base model whose template supports tools, or leave the tool turns out")
+
+
 def _template_refusal(tokenizer, train: pl.DataFrame) -> TemplateRefused | None:
     """The first example of the slice that the template refuses, by file and line: searched only once the slice
     has failed, one example at a time."""
-    for source_file, line, messages in train.select("source_file", "line", "messages").iter_rows():
+    tools = train["tools"].to_list() if "tools" in train.columns else [None] * train.height
+    for (source_file, line, messages), spec in zip(train.select("source_file", "line", "messages").iter_rows(), tools):
         try:
-            tokenizer.apply_chat_template(json.loads(messages), tokenize=False)
+            tokenizer.apply_chat_template(json.loads(messages), tools=json.loads(spec) if spec else None,
+                                          tokenize=False)
         except TemplateError as exc:
             return TemplateRefused(f"{source_file} line {line}, messages: the base model's chat template refuses "
                                    f"this conversation: {exc}")
@@ -303,7 +341,7 @@ class LocalValidation:
 def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parameters: int, *, max_len: int,
                    epochs: float, pool_name: str, pool, min_examples: int, max_examples: int | None = None,
                    holdout_fraction: float = 0.1, objective: str = "sft", progress=None,
-                   min_holdout: int = 0) -> LocalValidation:
+                   min_holdout: int = 0, mapping: ColumnMapping | None = None) -> LocalValidation:
     """Everything the platform checks before training, in the same order: structure first, then the
     pre-flight through the base model's template (only when the structure is valid)."""
     import tempfile
@@ -315,7 +353,7 @@ def validate_files(files: dict[str, str | Path], tokenizer_path: str, num_parame
     with tempfile.TemporaryDirectory() as tmp:
         examples_file, tokenized_file = Path(tmp) / "examples.parquet", Path(tmp) / "tokenized.parquet"
         check = validate_to_parquet(files, holdout_fraction, examples_file, min_examples, max_examples, objective,
-                                    min_holdout=min_holdout)
+                                    min_holdout=min_holdout, mapping=mapping)
         if not check.outcome.passed:
             return LocalValidation(check, None)
         tokenize_to_parquet(AutoTokenizer.from_pretrained(tokenizer_path), examples_file, tokenized_file, max_len,

@@ -29,6 +29,10 @@ MAX_NESTING = 100
 """How deeply ``[`` and ``{`` may nest in one record. Python's json and polars recurse per level; a chat record
 needs 4. Checked on the text before any parser sees it."""
 
+LIST_SLOT_BYTES = 8
+"""What each element of a list counts towards a record's size, besides its text, whatever it holds: six million
+nulls in a list are a kilobyte of Parquet and over a gigabyte as Python objects."""
+
 MAX_COLUMNS = 64
 """Columns a CSV or Parquet upload may have: a shape needs at most six, and every row of a 20,000-column file
 would become a dict of 20,000 keys."""
@@ -52,31 +56,39 @@ class RawRecord:
     """The field ``error`` is about (e.g. ``messages[0].content``); None: the record as a whole."""
 
 
+JSON_COLUMNS = ("messages", "conversations", "history")
+"""Table columns whose cells hold JSON text (a conversation in one CSV cell): decoded when they are strings."""
+
+
 def read_records(path: str | Path, display_name: str | None = None) -> Iterator[RawRecord]:
-    for batch in _record_groups(path, display_name):
+    for batch in _record_groups(path, display_name, JSON_COLUMNS):
         yield from batch
 
 
-def record_batches(path: str | Path, display_name: str | None = None) -> Iterator[list[RawRecord]]:
+def record_batches(path: str | Path, display_name: str | None = None,
+                   json_columns: tuple[str, ...] = JSON_COLUMNS) -> Iterator[list[RawRecord]]:
     """``read_records`` a chunk of lines (JSONL, ``CHUNK_BYTES``) or a frame (CSV and Parquet: ``TABLE_BATCH_ROWS``
     records, ``TABLE_BATCH_BYTES`` of decoded text) at a time, so that work done a batch at a time (normalizing,
     the data-quality checks) is bounded whatever the upload. A number of records is not: a few hundred bytes of
     Parquet may decode to thousands of records of a megabyte each."""
-    for batch in _record_groups(path, display_name):
+    for batch in _record_groups(path, display_name, json_columns):
         yield list(batch)
 
 
-def _record_groups(path: str | Path, display_name: str | None) -> Iterator[Iterator[RawRecord]]:
+def _record_groups(path: str | Path, display_name: str | None,
+                   json_columns: tuple[str, ...]) -> Iterator[Iterator[RawRecord]]:
     path = Path(path)
     name = display_name or path.name
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json"):
+    if suffix == ".json" and is_json_array(path):
+        yield from json_array_records(path, name)
+    elif suffix in (".jsonl", ".json"):
         for chunk in iter_line_chunks(path, name=name):
             yield records_from_chunk(chunk, name)
     elif suffix == ".csv":
-        yield from _table_records(path, name, csv=True)
+        yield from _table_records(path, name, True, json_columns)
     elif suffix == ".parquet":
-        yield from _table_records(path, name, csv=False)
+        yield from _table_records(path, name, False, json_columns)
     else:
         raise UnsupportedFormat(f"{name}: unsupported file type '{suffix}' (use one of {', '.join(SUPPORTED_SUFFIXES)})")
 
@@ -235,8 +247,21 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """An object whose keys are all different: for a repeated key, Python's json keeps the last value and polars
+    the first, so which one a record means would depend on the reader."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))
+        shown = repeated if len(repeated) <= 40 else repeated[:40] + "..."
+        raise RecordProblem(f"invalid JSON: the key {json.dumps(shown)} appears twice in one object; keep one")
+    return obj
+
+
 # Built once: ``json.loads`` with hooks would build a decoder per line, a third of the parsing time.
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                            object_pairs_hook=_unique_keys)
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -326,6 +351,197 @@ def records_from_chunk(chunk: LineChunk, name: str) -> Iterator[RawRecord]:
         yield RawRecord(name, line_no, value)
 
 
+# --- a JSON array of records (Alpaca's alpaca_data.json, LLaMA-Factory's data files) ----------------------------
+
+def is_json_array(path: str | Path) -> bool:
+    """A ``.json`` file whose first character (after a BOM and whitespace) opens an array; otherwise it is read
+    as JSON Lines, which many tools also name ``.json``."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16).removeprefix(b"\xef\xbb\xbf").lstrip()
+        while not head and (block := f.read(1 << 16)):
+            head = block.lstrip()
+    return head.startswith(b"[")
+
+
+_LENIENT = json.JSONDecoder(parse_int=len, parse_float=len, parse_constant=len)
+"""Finds where an element ends without judging its values (a NaN, a 5,000-digit number): to report it and go on."""
+_SPACE = re.compile(r"\s*")
+ARRAY_BATCH_RECORDS = 10_000
+
+
+def json_array_records(path: str | Path, name: str,
+                       chunk_bytes: int = CHUNK_BYTES) -> Iterator[Iterator[RawRecord]]:
+    """The records of one JSON array, in batches, each named by the line its element starts on. The file is
+    decoded a block at a time and each element parsed by the C decoder where it lies, so memory holds a block
+    and one record whatever the file. An element that is not valid JSON ends the reading (an array has no line
+    breaks to resume at), and says so; a NaN or a value of the wrong type is one record's error."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    batch: list[RawRecord] = []
+    with open(path, "rb") as f:
+        block = f.read(chunk_bytes).removeprefix(b"\xef\xbb\xbf")
+        refuse_unreadable(block, name)
+        buf, pos, line, counted, eof, started, expect = "", 0, 1, 0, False, False, "value"
+
+        def more() -> bool:
+            nonlocal buf, pos, line, counted, block, eof
+            if eof:
+                return False
+            line += buf.count("\n", counted, pos)
+            raw, block = block, b""
+            raw = raw or f.read(chunk_bytes)
+            eof = not raw
+            try:
+                text = decoder.decode(raw, final=eof)
+            except UnicodeDecodeError:
+                raise _ArrayStop("not UTF-8: re-save the file as UTF-8") from None
+            buf, pos, counted = buf[pos:] + text, 0, 0
+            return True
+
+        def stop(message: str) -> RawRecord:
+            return RawRecord(name, line, None, message + "; the rest of the file was not read (fix it and "
+                                                          "upload again)")
+
+        try:
+            more()
+            while True:
+                space = _SPACE.match(buf, pos)
+                if space.end() == len(buf) and more():
+                    continue
+                line += buf.count("\n", counted, space.end())
+                pos = counted = space.end()
+                if pos == len(buf):
+                    if expect != "end":
+                        batch.append(stop("the JSON array is not closed with ]"))
+                    break
+                ch = buf[pos]
+                if not started:
+                    if ch != "[":
+                        batch.append(stop("expected a JSON array of records"))
+                        break
+                    started, pos = True, pos + 1
+                    continue
+                if expect == "end":
+                    batch.append(stop("unexpected text after the JSON array's closing ]"))
+                    break
+                if ch == "]" and expect in ("value", "comma"):
+                    expect, pos = "end", pos + 1
+                    continue
+                if expect == "comma":
+                    if ch != ",":
+                        batch.append(stop(f"expected ',' or ']' between records, found {ch!r}"))
+                        break
+                    expect, pos = "next", pos + 1
+                    continue
+                record, end = _array_element(buf, pos, name, line)
+                if record is None:  # cut off by the block's end, or not JSON
+                    if len(buf) - pos > MAX_RECORD_BYTES:
+                        # Too big to hold: find its end without parsing it, report it, and go on.
+                        element_line, scanner, size = line, _ElementEnd(), 0
+                        while (end := scanner.feed(buf, pos)) is None:
+                            size += len(buf[pos:].encode("utf-8", "surrogatepass"))
+                            pos = len(buf)
+                            if not more():
+                                break
+                        if end is None:
+                            batch.append(stop(f"a record over the {MAX_RECORD_BYTES >> 20} MiB limit that does "
+                                              "not end"))
+                            break
+                        size += len(buf[pos:end].encode("utf-8", "surrogatepass"))
+                        batch.append(RawRecord(name, element_line, None, too_big(size)))
+                        pos, expect = end, "comma"
+                        continue
+                    if more():
+                        continue
+                    batch.append(stop(str(end)))
+                    break
+                batch.append(record)
+                pos, expect = end, "comma"
+                if len(batch) >= ARRAY_BATCH_RECORDS:
+                    yield iter(batch)
+                    batch = []
+        except _ArrayStop as exc:
+            batch.append(stop(str(exc)))
+    if batch:
+        yield iter(batch)
+
+
+class _ArrayStop(Exception):
+    pass
+
+
+class _ElementEnd:
+    """Where a JSON value ends, found by counting brackets outside strings over text fed block by block: for a
+    value too big to parse in memory. Its content is not judged (it is refused for its size)."""
+
+    def __init__(self) -> None:
+        self.depth, self.in_string, self.escape_first = 0, False, False
+
+    def feed(self, buf: str, start: int) -> int | None:
+        skip = start if self.escape_first else -1
+        self.escape_first = False
+        for match in _JSON_SPECIAL.finditer(buf, start):
+            ch, at = match.group(), match.start()
+            if at == skip:
+                continue
+            if self.in_string:
+                if ch == "\\":
+                    skip = at + 1
+                    self.escape_first = skip == len(buf)
+                elif ch == '"':
+                    self.in_string = False
+                    if self.depth == 0:
+                        return at + 1
+            elif ch == '"':
+                self.in_string = True
+            elif ch in "[{":
+                self.depth += 1
+            else:
+                self.depth -= 1
+                if self.depth <= 0:
+                    return at + 1
+        return None
+
+
+def _array_element(buf: str, pos: int, name: str, line: int) -> tuple[RawRecord | None, int | str]:
+    """(record, end) of the element at ``pos``; (None, reason) when it cannot be read whole from ``buf``."""
+    try:
+        value, end = _DECODER.raw_decode(buf, pos)
+    except RecordProblem as exc:  # NaN or an out-of-range number: skip the element, report it
+        try:
+            _, end = _LENIENT.raw_decode(buf, pos)
+        except (json.JSONDecodeError, RecursionError):
+            return None, exc.message
+        return RawRecord(name, line, None, exc.message), end
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} (line {line + buf.count(chr(10), pos, exc.pos)})"
+    except RecursionError:
+        end = _ElementEnd().feed(buf, pos)  # no recursion: go on past it, once it is all in the buffer
+        if end is None:
+            return None, "invalid JSON: nested too deeply"
+        return RawRecord(name, line, None, f"invalid JSON: nested too deeply (over {MAX_NESTING} levels of [ and "
+                                           "{)"), end
+    except ValueError:  # a number past int()'s 4,300 digits
+        try:
+            _, end = _LENIENT.raw_decode(buf, pos)
+        except (json.JSONDecodeError, RecursionError):
+            return None, "invalid JSON: a number with more than 4,300 digits"
+        return RawRecord(name, line, None, "invalid JSON: a number with more than 4,300 digits"), end
+    text = buf[pos:end]
+    if len(text) > MAX_RECORD_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_RECORD_BYTES:
+        return RawRecord(name, line, None, too_big(len(text.encode("utf-8", "surrogatepass")))), end
+    if too_deep(text):
+        return RawRecord(name, line, None, f"invalid JSON: nested too deeply (over {MAX_NESTING} levels of [ and "
+                                           "{)"), end
+    if _SURROGATE_ESCAPE.search(text) and (found := _unpaired_surrogate(value, "")):
+        where, what = found
+        return RawRecord(name, line, None, f"{what}; remove it or fix the text's encoding", where or None), end
+    if not isinstance(value, dict):
+        return RawRecord(name, line, None, f"expected a JSON object, got {type(value).__name__}"), end
+    return RawRecord(name, line, value), end
+
+
 # --- CSV and Parquet -------------------------------------------------------------------------------------------
 
 TABLE_BATCH_ROWS = 50_000
@@ -349,7 +565,7 @@ Text compresses 3 to 10 times; far past that is a decompression bomb (one long v
 compressed, repeated on every row), which would take minutes per kilobyte of the file to validate."""
 
 
-def _table_records(path: Path, name: str, csv: bool) -> Iterator[Iterator[RawRecord]]:
+def _table_records(path: Path, name: str, csv: bool, json_columns: tuple[str, ...]) -> Iterator[Iterator[RawRecord]]:
     """The records of each frame, a frame at a time."""
     if csv and (bad := _first_non_utf8(path, name)):
         # polars would stop at it with no line number; the tenant needs the line and the encoding.
@@ -358,13 +574,13 @@ def _table_records(path: Path, name: str, csv: bool) -> Iterator[Iterator[RawRec
         return
     if csv:
         for frame, lines in _csv_frames(path, name):
-            yield _frame_records(frame, lines, name)
+            yield _frame_records(frame, lines, name, json_columns)
     else:
         for frame, lines, dropped in _parquet_frames(path, name):
-            yield _frame_records(frame, lines, name, dropped)
+            yield _frame_records(frame, lines, name, json_columns, dropped)
 
 
-def _frame_records(frame: pl.DataFrame, lines, name: str,
+def _frame_records(frame: pl.DataFrame, lines, name: str, json_columns: tuple[str, ...],
                    dropped: dict[int, tuple[str | None, int]] | None = None) -> Iterator[RawRecord]:
     """``dropped``: line -> (field, bytes) of the rows taken out of ``frame`` (before it) for being over the limit."""
     frame, oversized = _without_oversized(frame)
@@ -382,12 +598,13 @@ def _frame_records(frame: pl.DataFrame, lines, name: str,
             yield RawRecord(name, line, None, too_big(n_bytes, "value" if field else "record"), field)
             continue
         data = {k: v for k, v in row.items() if v is not None}
-        if isinstance(data.get("messages"), str):
-            try:
-                data["messages"] = parse_json(data["messages"], "messages")
-            except RecordProblem as exc:
-                yield RawRecord(name, line, None, exc.message, exc.field)
-                continue
+        try:
+            for column in json_columns:
+                if isinstance(data.get(column), str):
+                    data[column] = parse_json(data[column], column)
+        except RecordProblem as exc:
+            yield RawRecord(name, line, None, exc.message, exc.field)
+            continue
         yield RawRecord(name, line, data)
     yield from too_big_before(math.inf)
 
@@ -698,8 +915,8 @@ def _row_bytes(batch) -> np.ndarray:
 
 
 def _value_bytes(array) -> np.ndarray:
-    """Each value's text and binary in bytes, through lists, maps, structs and dictionaries, without decoding
-    them (``nbytes`` counts a dictionary once, however many rows repeat it); other values count as nothing, as
+    """Each value's text and binary in bytes, through lists, maps, structs and dictionaries (a list's elements
+    ``LIST_SLOT_BYTES`` each besides), without decoding them (``nbytes`` counts a dictionary once, however many rows repeat it); other values count as nothing, as
     in ``_cell_bytes``. Read from the buffers: a compute call per column of every batch would cost more than the
     reading."""
     import numpy as np
@@ -731,16 +948,16 @@ def _value_bytes(array) -> np.ndarray:
         offsets, lengths = _own_buffer(array, 1, width, n), _own_buffer(array, 2, width, n)
         valid = _valid(array)
         offsets, lengths = (offsets, lengths) if valid is None else (offsets * valid, lengths * valid)
-        sizes = sums[offsets + lengths] - sums[offsets]
+        sizes = sums[offsets + lengths] - sums[offsets] + LIST_SLOT_BYTES * lengths
     elif isinstance(array, pa.FixedSizeListArray):
         sums = np.concatenate([[0], np.cumsum(_value_bytes(array.values))])
         starts = (array.offset + np.arange(n)) * kind.list_size
-        sizes = sums[starts + kind.list_size] - sums[starts]
+        sizes = sums[starts + kind.list_size] - sums[starts] + LIST_SLOT_BYTES * kind.list_size
     elif isinstance(array, pa.ListArray | pa.LargeListArray):  # and maps, lists of key-value structs
         width = np.int32 if isinstance(array, pa.ListArray) else np.int64
         sums = np.concatenate([[0], np.cumsum(_value_bytes(array.values))])
         offsets = _own_buffer(array, 1, width, n + 1)
-        sizes = sums[offsets[1:]] - sums[offsets[:-1]]
+        sizes = sums[offsets[1:]] - sums[offsets[:-1]] + LIST_SLOT_BYTES * np.diff(offsets)
     elif isinstance(array, pa.StructArray):
         sizes = sum((_value_bytes(f) for f in array.flatten()), np.zeros(n, dtype=np.int64))
     else:
@@ -795,7 +1012,8 @@ def _rows(frame: pl.DataFrame, name: str) -> Iterator[dict]:
 
 
 def _cell_bytes(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    """The bytes a cell holds, through lists and structs; fixed-size values count as nothing."""
+    """The bytes a cell holds, through lists and structs; fixed-size values count as nothing, a list's elements
+    ``LIST_SLOT_BYTES`` each."""
     import polars as pl
 
     if dtype == pl.String:
@@ -807,7 +1025,7 @@ def _cell_bytes(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     elif isinstance(dtype, pl.Array):
         return _cell_bytes(expr.arr.to_list(), pl.List(dtype.inner))
     elif isinstance(dtype, pl.List):
-        size = expr.list.eval(_cell_bytes(pl.element(), dtype.inner)).list.sum()
+        size = expr.list.eval(_cell_bytes(pl.element(), dtype.inner)).list.sum() + LIST_SLOT_BYTES * expr.list.len()
     elif isinstance(dtype, pl.Struct) and dtype.fields:
         size = pl.sum_horizontal(_cell_bytes(expr.struct.field(f.name), f.dtype) for f in dtype.fields)
     else:

@@ -13,15 +13,18 @@ import polars as pl
 from pandera.api.polars.types import PolarsData
 from pandera.errors import SchemaErrors
 
+from ftpipe.data.normalize import FIELD_SEPARATOR
+
 # What a failing check means to a tenant, keyed by (column, check name).
 _MESSAGES = {
     ("problem", "no_problem"): ("record", "{value}"),
-    # "field: message" (ftpipe.data.normalize): the field is the path the tenant wrote, e.g. messages[0].content.
+    # field FIELD_SEPARATOR message (ftpipe.data.normalize): the field is the path the tenant wrote, e.g.
+    # messages[0].content.
     ("field_problem", "no_field_problem"): (None, "{value}"),
     ("shape", "not_nullable"): ("record", "shape not recognized"),
     ("shape", "same_shape_in_file"): ("record", "shape '{value}' differs from the file's first example ({first_shape}); one shape per file"),
     ("unknown_keys", "no_unknown_keys"): ("record", "unknown keys: {value}"),
-    # The value is "field: message" (ftpipe.data.preference.pair_problem): the field is the tenant's own key; it
+    # The value is field FIELD_SEPARATOR message (ftpipe.data.preference.pair_problem): the tenant's own key; it
     # names the cause more precisely than the chat checks below, which a broken pair fails too.
     ("pair_problem", "no_pair_problem"): (None, "{value}"),
     ("weight_problem", "no_weight_problem"): (None, "{value}"),
@@ -30,6 +33,10 @@ _MESSAGES = {
     ("n_bad_role", "equal_to(0)"): ("messages[].role", "unrecognized role (use system, user, assistant or tool)"),
     ("roles_in_order", "in_order"): ("messages[].role", "roles out of order: optional system first, then user, ..., ending with assistant"),
 }
+
+
+_CONVERSATION_FIELD = {"sharegpt": "conversations"}
+"""The tenant's name for the conversation, where it is not ``messages``, for the row checks' field names."""
 
 
 class NormalizedExamples(pa.DataFrameModel):
@@ -174,6 +181,8 @@ def _row_errors(frame: pl.DataFrame, failure_cases: pl.DataFrame, first_shape: d
         field_name, template = _MESSAGES.get((case["column"], case["check"]), (case["column"], f"failed {case['check']}"))
         message = template.format(value=row.get(case["column"]), first_shape=first_shape.get(row["source_file"]))
         if field_name is None:
-            field_name, message = message.split(": ", 1)
+            field_name, message = message.split(FIELD_SEPARATOR, 1)
+        elif field_name.startswith("messages") and row.get("shape") in _CONVERSATION_FIELD:
+            field_name = _CONVERSATION_FIELD[row["shape"]] + field_name.removeprefix("messages")
         errors.append(RowError(row["source_file"], row["line"], field_name, message))
     return errors

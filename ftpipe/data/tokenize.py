@@ -73,15 +73,50 @@ def drop_unweighted_turns(mask: list[int], messages: list[dict]) -> list[int]:
 BATCH = 1024
 
 
-def render_conversations(tokenizer, conversations: list[list[dict]]) -> tuple[list[str], list[list[tuple[int, int]]]]:
+def render_conversations(tokenizer, conversations: list[list[dict]], tools: list[str | None] | None = None,
+                         ) -> tuple[list[str], list[list[tuple[int, int]]]]:
     """The chat template rendered exactly as ``apply_chat_template`` renders it (transformers' own renderer, the
     same keyword arguments, messages without their None values), with each conversation's generation spans
-    as character offsets."""
+    as character offsets. ``tools``: each conversation's tools as JSON (None: none); the renderer takes one
+    list of tools per call, so conversations are rendered in groups that share theirs."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
     conversations = [[{k: v for k, v in m.items() if v is not None} for m in c] for c in conversations]
-    return render_jinja_template(conversations=conversations, chat_template=tokenizer.get_chat_template(),
-                                 return_assistant_tokens_mask=True, **tokenizer.special_tokens_map)
+    groups: dict[str | None, list[int]] = {}
+    for i, spec in enumerate(tools or [None] * len(conversations)):
+        groups.setdefault(spec, []).append(i)
+    rendered: list = [None] * len(conversations)
+    spans: list = [None] * len(conversations)
+    for spec, members in groups.items():
+        texts, offsets = render_jinja_template(
+            conversations=[conversations[i] for i in members], tools=json.loads(spec) if spec else None,
+            chat_template=tokenizer.get_chat_template(), return_assistant_tokens_mask=True,
+            **tokenizer.special_tokens_map)
+        for i, text, span in zip(members, texts, offsets):
+            rendered[i], spans[i] = text, span
+    return rendered, spans
+
+
+_PROBE_TOOLS = [{"type": "function", "function": {"name": "ftpipe_probe_tool", "parameters": {"type": "object"}}}]
+_PROBE_CONVERSATION = [
+    {"role": "user", "content": "q"},
+    {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "ftpipe_probe_call",
+                                                                           "arguments": {"ftpipe_probe_arg": 1}}}]},
+    {"role": "tool", "content": "r"},
+    {"role": "assistant", "content": "a"},
+]
+
+
+def renders_tools(tokenizer) -> bool:
+    """Whether the chat template shows the model a conversation's tools and its tool calls. Many templates ignore
+    both without an error: training on such a rendering would teach answers to calls the model never saw."""
+    from jinja2.exceptions import TemplateError
+
+    try:
+        text = tokenizer.apply_chat_template(_PROBE_CONVERSATION, tools=_PROBE_TOOLS, tokenize=False)
+    except (TemplateError, ValueError, TypeError):
+        return False
+    return all(name in text for name in ("ftpipe_probe_tool", "ftpipe_probe_call", "ftpipe_probe_arg"))
 
 
 def _assistant_mask(encoding, spans: list[tuple[int, int]]) -> list[int]:
@@ -111,7 +146,8 @@ def _batches(tokenizer, frame: pl.DataFrame):
         pending = None
         for start in range(0, frame.height, BATCH):
             conversations = [json.loads(m) for m in frame["messages"].slice(start, BATCH)]
-            rendered, spans = render_conversations(tokenizer, conversations)
+            tools = frame["tools"].slice(start, BATCH).to_list() if "tools" in frame.columns else None
+            rendered, spans = render_conversations(tokenizer, conversations, tools)
             encoding = encoder.submit(backend.encode_batch, rendered, add_special_tokens=False)
             if pending:
                 yield _ids_and_masks(pending[0].result(), *pending[1:])

@@ -27,8 +27,10 @@ from ftpipe.basemodel.chat_template import EOS
 def holdout_docs(conversations: list[list[dict]]) -> list[dict]:
     docs = []
     for messages in conversations:
-        # The answer scored is the last one training would learn from: a weight-0 answer is not a target.
-        learned = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("weight", 1) != 0]
+        # The answer scored is the last one training would learn from: a weight-0 answer is not a target, nor is
+        # a turn that only calls tools (no text to compare).
+        learned = [i for i, m in enumerate(messages) if m["role"] == "assistant" and m.get("weight", 1) != 0
+                   and isinstance(m.get("content"), str) and m["content"].strip()]
         if not learned:
             continue
         last = learned[-1]
