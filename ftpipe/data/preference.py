@@ -9,16 +9,13 @@
 
 from __future__ import annotations
 
-from ftpipe.data.messages import normalize_messages
+from ftpipe.data.messages import FieldProblem, normalize_messages
 
 PREFERENCE_SHAPES = ("preference", "preference_api")
 
 
-class PairProblem(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+class PairProblem(FieldProblem):
+    """A pair's field that is neither text nor a list of messages: the record cannot be read as a pair."""
 
 
 def _as_messages(value, role: str, field: str, roles: dict[str, str] | None = None) -> list[dict]:
