@@ -23,6 +23,14 @@ def tiny_model():
     return BaseModelRegistry(os.environ["FTPIPE_MODEL_CACHE"]).resolve(TINY_MODEL_ID)
 
 
+@pytest.fixture(scope="session")
+def tokenizer(tiny_model):
+    """The built-in base model's tokenizer, with its chat template."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model.path)
+
+
 @pytest.fixture
 def platform_file(tmp_path) -> Path:
     path = tmp_path / "tenants.yaml"

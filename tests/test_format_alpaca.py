@@ -9,13 +9,6 @@ ROWS = [{"instruction": f"Give the return window for product {i}.", "input": f"P
          else "", "output": f"Product {i} can be returned within {10 + i} days."} for i in range(16)]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
 def test_alpaca_rows_become_one_user_turn_and_one_answer(tmp_path, suffix):
     result = validate(write_rows(tmp_path / f"alpaca{suffix}", ROWS))

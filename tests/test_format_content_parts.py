@@ -17,13 +17,6 @@ def _row(i: int) -> dict:
 ROWS = [_row(i) for i in range(16)]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_text_parts_are_joined_into_the_message(tmp_path, suffix):
     result = validate(write_rows(tmp_path / f"parts{suffix}", ROWS))

@@ -16,13 +16,6 @@ def _conversation(i: int) -> list[dict]:
 ROWS = [{"conversations": _conversation(i)} for i in range(16)]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
 def test_sharegpt_turns_map_onto_chat_roles(tmp_path, suffix):
     result = validate(write_rows(tmp_path / f"sharegpt{suffix}", ROWS))

@@ -34,13 +34,6 @@ WITHOUT_TOOLS = ("{{ bos_token }}{% for message in messages %}{% if message['rol
                  "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_tool_calls_are_normalized_with_their_arguments_as_an_object(tmp_path, suffix):
     result = validate(write_rows(tmp_path / f"tools{suffix}", ROWS))
@@ -118,12 +111,13 @@ def _call(arguments, name: str = "get_order") -> dict:
     (_with({"role": "assistant", "tool_calls": []}), "tools.jsonl line 2, messages[1].tool_calls: empty list of "
                                                      "tool calls"),
     (_with({"role": "assistant", "tool_calls": [{"type": "retrieval"}]}),
-     "tools.jsonl line 2, messages[1].tool_calls[0].type: \"retrieval\" calls are not supported (only 'function')"),
+     "tools.jsonl line 2, messages[1].tool_calls[0].type: \"retrieval\" tool calls are not supported (only "
+     "'function')"),
     (_with(tools={"get_order": {}}), "tools.jsonl line 2, tools: expected a list of tools, got object"),
     (_with(tools=[{"type": "function", "function": {"name": "get_order", "parameters": "any"}}]),
      "tools.jsonl line 2, tools[0].function.parameters: expected a JSON schema object, got string"),
     (_with(tools=[{"type": "function", "function": {"description": "no name"}}]),
-     "tools.jsonl line 2, tools[0].function: expected an object with the function's 'name' (and its 'parameters')"),
+     "tools.jsonl line 2, tools[0].function.name: expected the function's name, got null"),
 ])
 def test_a_broken_tool_call_is_named_by_file_line_and_field(tmp_path, row, error):
     result = validate(write_rows(tmp_path / "tools.jsonl", [ROWS[0], row, ROWS[2]]))

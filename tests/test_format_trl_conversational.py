@@ -9,13 +9,6 @@ ROWS = [{"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user",
          "completion": [{"role": "assistant", "content": f"{i * 3} units."}]} for i in range(16)]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_conversational_prompt_completion_reads_as_one_conversation(tmp_path, suffix, tokenizer):
     result = validate(write_rows(tmp_path / f"pc{suffix}", ROWS))

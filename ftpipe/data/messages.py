@@ -140,6 +140,22 @@ def _arguments(value, where: str) -> dict:
     return value
 
 
+def _function_of(entry, at: str, what: str) -> tuple[dict, str]:
+    """The function object of a ``tools`` or ``tool_calls`` entry and its path: OpenAI's ``{"type": "function",
+    "function": {...}}``, or the bare function that transformers and LLaMA-Factory write."""
+    if not isinstance(entry, dict):
+        raise FieldProblem(at, f"expected a {what} (an object with 'function'), got {kind_of(entry)}")
+    if entry.get("type", "function") != "function":
+        raise FieldProblem(f"{at}.type", f"{shown(entry.get('type'))} {what}s are not supported (only 'function')")
+    function, where = (entry["function"], f"{at}.function") if "function" in entry else (entry, at)
+    if not isinstance(function, dict):
+        raise FieldProblem(where, f"expected an object with the function's 'name', got {kind_of(function)}")
+    name = function.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise FieldProblem(f"{where}.name", f"expected the function's name, got {shown(name)}")
+    return function, where
+
+
 def tool_calls(value, where: str) -> list[dict]:
     """OpenAI's ``tool_calls`` (or bare ``{"name", "arguments"}`` calls) in transformers' form."""
     calls = value if isinstance(value, list) else [value]
@@ -147,20 +163,9 @@ def tool_calls(value, where: str) -> list[dict]:
         raise FieldProblem(where, "empty list of tool calls")
     out = []
     for i, call in enumerate(calls):
-        at = f"{where}[{i}]" if isinstance(value, list) else where
-        if not isinstance(call, dict):
-            raise FieldProblem(at, f"expected a tool call (an object with 'function'), got {kind_of(call)}")
-        function, fat = (call["function"], f"{at}.function") if "function" in call else (call, at)
-        if call.get("type", "function") != "function":
-            raise FieldProblem(f"{at}.type", f"{shown(call.get('type'))} calls are not supported (only 'function')")
-        if not isinstance(function, dict):
-            raise FieldProblem(fat, f"expected an object with 'name' and 'arguments', got {kind_of(function)}")
-        name = function.get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise FieldProblem(f"{fat}.name", f"expected the function's name, got {shown(name)}")
-        normalized = {"type": "function",
-                      "function": {"name": name, "arguments": _arguments(function.get("arguments", {}),
-                                                                        f"{fat}.arguments")}}
+        function, at = _function_of(call, f"{where}[{i}]" if isinstance(value, list) else where, "tool call")
+        normalized = {"type": "function", "function": {
+            "name": function["name"], "arguments": _arguments(function.get("arguments", {}), f"{at}.arguments")}}
         if isinstance(call.get("id"), str):
             normalized["id"] = call["id"]
         out.append(normalized)
@@ -176,18 +181,11 @@ def tools(value, where: str = "tools") -> list[dict]:
         raise FieldProblem(where, f"expected a list of tools, got {kind_of(value)}")
     out = []
     for i, tool in enumerate(value):
-        at = f"{where}[{i}]"
-        if not isinstance(tool, dict):
-            raise FieldProblem(at, f"expected a tool (an object with 'function'), got {kind_of(tool)}")
-        if tool.get("type", "function") != "function":
-            raise FieldProblem(f"{at}.type", f"{shown(tool.get('type'))} tools are not supported (only 'function')")
-        function, fat = (tool["function"], f"{at}.function") if "function" in tool else (tool, at)
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-            raise FieldProblem(fat, "expected an object with the function's 'name' (and its 'parameters')")
+        function, at = _function_of(tool, f"{where}[{i}]", "tool")
         if "parameters" in function and not isinstance(function["parameters"], dict):
-            raise FieldProblem(f"{fat}.parameters", f"expected a JSON schema object, got "
-                                                    f"{kind_of(function['parameters'])}")
-        plain_json(function, fat)
+            raise FieldProblem(f"{at}.parameters", f"expected a JSON schema object, got "
+                                                   f"{kind_of(function['parameters'])}")
+        plain_json(function, at)
         out.append({"type": "function", "function": function})
     return out
 
