@@ -89,3 +89,10 @@ def test_a_broken_sharegpt_turn_is_named_by_file_line_and_field(tmp_path, turn, 
 def test_conversations_that_are_not_a_list_are_named(tmp_path):
     result = validate(write_rows(tmp_path / "sharegpt.jsonl", [ROWS[0], {"conversations": "Hi"}]))
     assert result.errors == ["sharegpt.jsonl line 2, conversations: expected a list of messages, got string"]
+
+
+def test_sharegpt_turns_under_a_messages_key_read_as_sharegpt(tmp_path):
+    rows = [{"messages": r["conversations"]} for r in ROWS[:3]]
+    result = validate(write_rows(tmp_path / "sharegpt.jsonl", rows))
+    assert result.check.outcome.passed, result.errors
+    assert result.conversations()[1][1] == {"role": "assistant", "content": "Order 1 shipped."}

@@ -136,7 +136,9 @@ def _pairs_history(history, field: str = "history") -> list[dict]:
 def to_messages(shape: str, data: dict, roles: dict[str, str] | None = None) -> list[dict]:
     system = [{"role": "system", "content": data["system"]}] if data.get("system") else []
     if shape == "chat":
-        return normalize_messages(data["messages"], "messages", roles=roles)
+        # ShareGPT turns under a "messages" key (LLaMA-Factory lets a dataset name its list so): read as such.
+        return normalize_messages(data["messages"], "messages", sharegpt=_sharegpt_turns(data["messages"]),
+                                  roles=roles)
     if shape == "sharegpt":
         return system + normalize_messages(data["conversations"], "conversations", sharegpt=True, roles=roles)
     if shape == "prompt_completion":
@@ -154,6 +156,11 @@ def to_messages(shape: str, data: dict, roles: dict[str, str] | None = None) -> 
     if shape == "text":
         return [{"role": "assistant", "content": data["text"]}]
     raise ValueError(shape)
+
+
+def _sharegpt_turns(messages) -> bool:
+    return isinstance(messages, list) and bool(messages) and isinstance(messages[0], dict) \
+        and messages[0].get("from") is not None and messages[0].get("role") is None
 
 
 def _not_text(value, field: str) -> tuple[str, str] | None:
