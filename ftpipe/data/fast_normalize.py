@@ -124,20 +124,18 @@ def _messages_expr(shape: str, dtype: pl.Struct) -> pl.Expr | None:
         turns = pl.col("conversations").list.eval(pl.struct(
             pl.element().struct.field(role).replace_strict(speakers, default=None).alias("role"),
             pl.element().struct.field(content).alias("content")))
-        if "system" not in fields:
-            return turns
-        has_system = pl.col("system").is_not_null() & (pl.col("system") != "")
-        return pl.when(has_system).then(pl.concat_list([_message("system", pl.col("system")), turns])) \
-            .otherwise(turns)
+        return _with_system(fields, turns)
     return None  # other shapes take the exact path
 
 
-def _with_system(fields: dict, body: list[pl.Expr]) -> pl.Expr:
+def _with_system(fields: dict, body: pl.Expr | list[pl.Expr]) -> pl.Expr:
+    """``body`` (a list of messages, or the messages to make one of) after the record's system message, when it
+    has a non-empty one, as the exact path puts it."""
+    body = pl.concat_list(body) if isinstance(body, list) else body
     if "system" not in fields:
-        return pl.concat_list(body)
+        return body
     has_system = pl.col("system").is_not_null() & (pl.col("system") != "")
-    return pl.when(has_system).then(pl.concat_list([_message("system", pl.col("system")), *body])) \
-        .otherwise(pl.concat_list(body))
+    return pl.when(has_system).then(pl.concat_list([_message("system", pl.col("system")), body])).otherwise(body)
 
 
 def normalize_lines_fast(lines: pl.Series, first_line: int, source_file: str) -> pl.DataFrame | None:
