@@ -15,7 +15,7 @@ export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install dagster-home demo test test-fast test-kernels ui daemon clean
+.PHONY: install base-model dagster-home demo test test-fast test-kernels ui daemon api clean
 
 install: $(STAMP)
 
@@ -36,28 +36,47 @@ dagster-home:
 demo: install dagster-home
 	$(VENV)/bin/ftpipe demo
 
-test: install
-	$(PY) -m pytest -ra
+# Built once before the tests at full width; otherwise the first worker to need it builds it on one thread.
+base-model: install
+	$(VENV)/bin/ftpipe base-model
 
-test-fast: install
-	$(PY) -m pytest -ra -m "not slow"
+# Two workers, one torch thread each: half the suite waits on daemons, webservers and subprocess imports,
+# which the other worker's training fills. Work stealing, because a few end-to-end tests take minutes.
+PYTEST_WORKERS ?= 2
+test: install base-model
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -ra -n $(PYTEST_WORKERS) --dist worksteal
+
+test-fast: install base-model
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -ra -n $(PYTEST_WORKERS) --dist worksteal -m "not slow"
 
 # The tests whose outcome rests on what a tiny model scores, again as another machine would run them:
 # ATEN_CPU_CAPABILITY changes the vectorised kernels (and so the summation order), the thread count how
 # reductions are split, and each setting builds its own base model under them, as another CPU builds its own
 # (2,400 pre-training steps of different rounding). A margin smaller than these moves is a test that fails
-# somewhere else.
+# somewhere else. The two settings run side by side, a core each; each log is printed whole when both end.
+KERNEL_LOGS := $(FTPIPE_HOME)/test-kernels
 test-kernels: install
-	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 FTPIPE_MODEL_CACHE=$(CURDIR)/.cache/models-default-1thread \
-		$(PY) -m pytest -ra -m quality
-	ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=2 FTPIPE_MODEL_CACHE=$(CURDIR)/.cache/models-avx2-2threads \
-		$(PY) -m pytest -ra -m quality
+	mkdir -p $(KERNEL_LOGS)
+	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		FTPIPE_MODEL_CACHE=$(CURDIR)/.cache/models-default-1thread \
+		$(PY) -m pytest -ra -m quality -p no:cacheprovider > $(KERNEL_LOGS)/default.log 2>&1 & default=$$!; \
+	ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		FTPIPE_MODEL_CACHE=$(CURDIR)/.cache/models-avx2-1thread \
+		$(PY) -m pytest -ra -m quality -p no:cacheprovider > $(KERNEL_LOGS)/avx2.log 2>&1 & avx2=$$!; \
+	wait $$default; default_rc=$$?; wait $$avx2; avx2_rc=$$?; \
+	for k in default avx2; do echo "=== ATEN_CPU_CAPABILITY=$$k ==="; cat $(KERNEL_LOGS)/$$k.log; done; \
+	test $$default_rc -eq 0 -a $$avx2_rc -eq 0
 
 ui: install dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml
 
 daemon: install dagster-home
 	$(VENV)/bin/dagster-daemon run -w workspace.yaml
+
+# The OpenAI-compatible fine-tuning API on the same state (docs at http://127.0.0.1:$(API_PORT)/docs).
+API_PORT ?= 8321
+api: install dagster-home
+	$(VENV)/bin/ftpipe serve-api --port $(API_PORT)
 
 clean:
 	rm -rf $(FTPIPE_HOME)

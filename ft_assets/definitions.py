@@ -22,6 +22,7 @@ from resources import resources_from_env
 from sensors.failures import resume_failed_runs
 from sensors.notifications import notify_succeeded_jobs
 from sensors.preemption import preempt_for_premium, requeue_preempted_runs
+from sensors.status_files import status_files
 from sensors.uploads import upload_sensor
 
 ASSETS = [raw_dataset, validated_dataset, tokenized_dataset, adapter, eval_report, registered_adapter,
@@ -35,7 +36,7 @@ def build_defs(resources: dict | None = None) -> Definitions:
         jobs=[finetune_job, refresh_serving_job, adapter_lifecycle, adapter_retention, delete_tenant_job,
               billing_job, golden_reevaluation_job, checkpoint_retention],
         sensors=[upload_sensor, resume_failed_runs, notify_succeeded_jobs, preempt_for_premium,
-                 requeue_preempted_runs],
+                 requeue_preempted_runs, status_files],
         schedules=[serving_schedule, retention_schedule, billing_schedule, golden_reevaluation_schedule,
                    checkpoint_retention_schedule],
         resources=resources if resources is not None else resources_from_env(),

@@ -5,6 +5,7 @@
     tenants/{tenant}/results/{job}/...            reports the platform writes back for the tenant
     tenants/{tenant}/results/_rejected/{name}.md  why a job folder whose name is not a valid job name was refused
     tenants/{tenant}/billing/{YYYY-MM}.md         the tenant's monthly GPU usage statement
+    tenants/{tenant}/files/{file id}/{name}       a file uploaded through the API, before a job copies it
 
 Uploads and results live under separate prefixes so that the platform never writes into what a tenant
 uploaded, and every key is built from validated names so none can leave the tenant's prefix. A job folder
@@ -38,6 +39,12 @@ def job_file_key(tenant: str, job: str, file_name: str) -> str:
 
 def manifest_key(tenant: str, job: str) -> str:
     return job_file_key(tenant, job, MANIFEST_NAME)
+
+
+def api_file_key(tenant: str, file_id: str, file_name: str) -> str:
+    if "/" in file_name or file_name.startswith("."):
+        raise ValueError(f"invalid file name {file_name!r}")
+    return f"tenants/{validate_name('tenant', tenant)}/files/{validate_name('file id', file_id)}/{file_name}"
 
 
 def results_key(tenant: str, job: str, name: str) -> str:

@@ -34,6 +34,15 @@ class ManifestError(ValueError):
     pass
 
 
+def check_data_file_name(value: str) -> str:
+    """A name a data file may have inside a job folder, or ValueError saying what one may be."""
+    if not _FILE_NAME.fullmatch(value) or value == MANIFEST_NAME or len(value.encode("utf-8")) > 255:
+        raise ValueError(f"{value[:100]!r} is not a data file name inside the job folder (1-128 characters and "
+                         "at most 255 bytes, no '/', '\\' or control characters, no leading '.', not the "
+                         "manifest itself)")
+    return value
+
+
 class JobManifest(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -71,12 +80,7 @@ class JobManifest(BaseModel):
     @field_validator("dataset", "eval_dataset")
     @classmethod
     def _plain_file_name(cls, value: str | None) -> str | None:
-        if value is not None and (not _FILE_NAME.fullmatch(value) or value == MANIFEST_NAME
-                                  or len(value.encode("utf-8")) > 255):
-            raise ValueError(f"{value[:100]!r} is not a data file name inside the job folder (1-128 characters and "
-                             "at most 255 bytes, no '/', '\\' or control characters, no leading '.', not the "
-                             "manifest itself)")
-        return value
+        return value if value is None else check_data_file_name(value)
 
     @field_validator("hyperparameters")
     @classmethod

@@ -3,7 +3,8 @@
 A tenant's things live in four places, each keyed by the tenant's validated name, so no other tenant's data
 is touched: the landing zone (``tenants/T/``: uploads and reports), the artifact store (``tenants/T/``:
 snapshots, tokenized caches, checkpoints, served adapters), the adapter registry (rows with ``tenant = T``)
-and the Dagster instance (the tenant's dynamic partitions, and its runs with their event logs and captured
+the API's rows in the same catalog (keys, uploaded files, job requests, idempotency keys) and the Dagster
+instance (the tenant's dynamic partitions, and its runs with their event logs and captured
 logs; the values passed between its assets live in its artifact folder, ``resources.io_manager``). The
 serving fleet's files are rewritten without the tenant's adapters.
 
@@ -21,6 +22,10 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ftpipe.artifacts import ArtifactLayout
 from ftpipe.catalog.adapters import AdapterRegistry
+from ftpipe.catalog.api_keys import ApiKeys
+from ftpipe.catalog.files import TenantFiles
+from ftpipe.catalog.idempotency import IdempotencyKeys
+from ftpipe.catalog.job_requests import JobRequests
 from ftpipe.catalog.vllm import rewrite_from_registry
 from ftpipe.objectstore import ObjectStore
 from partitions.keys import SEPARATOR, validate_name
@@ -41,6 +46,7 @@ class DeletionReport:
     landing_objects: int = 0
     artifact_files: int = 0
     adapters: list[str] = field(default_factory=list)
+    api_keys: int = 0
     partitions: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
 
@@ -50,6 +56,7 @@ class DeletionReport:
             f"  landing zone objects (uploads, reports):               {self.landing_objects}",
             f"  artifact files (snapshots, caches, checkpoints, adapters): {self.artifact_files}",
             f"  registry rows: {len(self.adapters)} {', '.join(self.adapters)}".rstrip(),
+            f"  API keys: {self.api_keys} (and the tenant's API file and job records)",
             f"  Dagster partitions: {len(self.partitions)} {', '.join(self.partitions)}".rstrip(),
             f"  Dagster runs with their event and captured logs: {len(self.runs)}",
             "kept: the tenant's rows in the GPU usage ledger (billing records: GPU-seconds per run, no data)",
@@ -67,6 +74,9 @@ def delete_tenant(tenant: str, instance: DagsterInstance, store: ObjectStore, la
     report = DeletionReport(tenant)
     # The registry and the serving files first: from here on the fleet no longer loads the tenant's adapters.
     report.adapters = registry.delete_tenant(tenant)
+    report.api_keys = ApiKeys(registry.db_path).delete_tenant(tenant)
+    for table in (TenantFiles, JobRequests, IdempotencyKeys):
+        table(registry.db_path).delete_tenant(tenant)
     rewrite_from_registry(registry, serving_dir)
     report.landing_objects = store.delete_prefix(f"tenants/{tenant}/")
     tenant_dir = layout.tenant_dir(tenant)

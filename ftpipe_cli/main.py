@@ -147,7 +147,42 @@ def cmd_demo(args) -> int:
     from ftpipe_cli.status import format_table
 
     res = _resources()
-    registry = res["base_models"].registry()
+    _ensure_tiny_model(res["base_models"].registry())
+    rows = run_demo(res["landing"].store(), res["catalog"].adapters(), DemoScale(), timeout_s=args.timeout,
+                    progress=lambda line: print(line, flush=True))
+    print()
+    print(format_table(rows))
+    print("\nReports for tenants are in the landing zone under tenants/<tenant>/results/<job>/.")
+    print("Open the Dagster UI on this state with:  make ui   (then http://127.0.0.1:3000)")
+    return 0 if all(r.status in ("SUCCESS", "FAILURE") for r in rows) else 1
+
+
+def cmd_serve_api(args) -> int:
+    import uvicorn
+
+    from ftpipe_api.app import app_from_env
+
+    uvicorn.run(app_from_env(), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def cmd_api_keys(args) -> int:
+    keys = _resources()["catalog"].api_keys()
+    if args.action == "create":
+        record, token = keys.issue(args.tenant, args.name or "")
+        print(f"API key {record.key_id} for tenant {record.tenant} (shown once; store it now):\n{token}")
+    elif args.action == "revoke":
+        record = keys.revoke(args.key_id)
+        print(f"{record.key_id}: revoked at {record.revoked_at:%Y-%m-%d %H:%M:%S}")
+    else:
+        print(f"{'key id':<14} {'tenant':<20} {'name':<20} {'created (UTC)':<20} state")
+        for k in keys.list(args.tenant):
+            print(f"{k.key_id:<14} {k.tenant:<20} {k.name[:20]:<20} {k.created_at:%Y-%m-%d %H:%M:%S}  "
+                  f"{'active' if k.active else 'revoked'}")
+    return 0
+
+
+def _ensure_tiny_model(registry) -> Path:
     print("preparing the base model ftpipe/tiny-llama (built once, then cached) ...", flush=True)
     from tqdm import tqdm
 
@@ -160,13 +195,12 @@ def cmd_demo(args) -> int:
 
         path = registry.ensure_tiny_model(progress=progress)
     print(f"base model ready: {path}")
-    rows = run_demo(res["landing"].store(), res["catalog"].adapters(), DemoScale(), timeout_s=args.timeout,
-                    progress=lambda line: print(line, flush=True))
-    print()
-    print(format_table(rows))
-    print("\nReports for tenants are in the landing zone under tenants/<tenant>/results/<job>/.")
-    print("Open the Dagster UI on this state with:  make ui   (then http://127.0.0.1:3000)")
-    return 0 if all(r.status in ("SUCCESS", "FAILURE") for r in rows) else 1
+    return path
+
+
+def cmd_base_model(args) -> int:
+    _ensure_tiny_model(_resources()["base_models"].registry())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,6 +245,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("tenant")
     p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
     p.set_defaults(func=cmd_delete_tenant)
+    p = sub.add_parser("serve-api", help="serve the OpenAI-compatible fine-tuning API")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8321)
+    p.set_defaults(func=cmd_serve_api)
+    p = sub.add_parser("api-keys", help="issue, list and revoke tenants' API keys")
+    keys = p.add_subparsers(dest="action", required=True)
+    k = keys.add_parser("create", help="issue a key for a tenant (printed once)")
+    k.add_argument("--tenant", required=True)
+    k.add_argument("--name", help="what the key is for, shown by list")
+    k = keys.add_parser("list", help="list keys (never the keys themselves)")
+    k.add_argument("--tenant")
+    k = keys.add_parser("revoke", help="revoke a key at once")
+    k.add_argument("key_id")
+    p.set_defaults(func=cmd_api_keys)
+    p = sub.add_parser("base-model", help="build the built-in tiny base model into the model cache, if not built")
+    p.set_defaults(func=cmd_base_model)
     p = sub.add_parser("demo", help="seed three tenants, run their jobs through the daemon, print the outcome")
     p.add_argument("--timeout", type=float, default=900)
     p.set_defaults(func=cmd_demo)

@@ -2,12 +2,14 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from ftpipe.catalog.adapters import AdapterRegistry
+from ftpipe.catalog.api_keys import ApiKeys
 from ftpipe.leases import DeviceLeases
 from ftpipe.metering.ledger import UsageLedger
 
 
 class CatalogResource(ConfigurableResource):
-    """The DuckDB catalog: the adapter registry, the GPU usage ledger and the device leases."""
+    """The DuckDB catalog: the adapter registry, the GPU usage ledger, the device leases and the API's keys,
+    files and job requests."""
 
     path: str = Field(description="DuckDB database file")
 
@@ -19,3 +21,6 @@ class CatalogResource(ConfigurableResource):
 
     def leases(self) -> DeviceLeases:
         return DeviceLeases(self.path)
+
+    def api_keys(self) -> ApiKeys:
+        return ApiKeys(self.path)

@@ -76,6 +76,7 @@ from resources import (
     LandingZoneResource,
     PlatformResource,
 )
+from sensors.job_state import REJECTED, STATUS_FILE, rejected
 from sensors.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, POOL_TAG, run_tags
 
 TICK_BUDGET_SECONDS = 30.0
@@ -84,7 +85,6 @@ DATA_WAIT_SECONDS = 600.0
 """How long a manifest waits for the data files it names, from when the sensor first saw its version."""
 
 QUEUED, REFUSED, WAITING, IGNORED = "queued", "refused", "waiting", "ignored"
-REJECTED = "rejected.md"
 
 
 @sensor(job=finetune_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
@@ -264,6 +264,7 @@ def _reject(context: SensorEvaluationContext, store, tenant: str, job: str, reas
     context.log.warning(f"refused {tenant}/{job}: {reason[:500]}")
     try:
         publish(store, tenant, job, REJECTED, f"# Job rejected\n\n{reason}\n")
+        publish(store, tenant, job, STATUS_FILE, json.dumps(rejected(reason).document(tenant, job), indent=2))
     except (OSError, ValueError) as exc:
         context.log.warning(f"could not write the refusal of {tenant}/{job} into its results area: {exc}")
 

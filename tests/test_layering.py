@@ -34,7 +34,7 @@ def test_definitions_load():
     assert {n.name for n in job.graph.node_defs} >= {"raw_dataset", "validated_dataset", "adapter", "registered_adapter"}
     assert {s.name for s in defs.sensors} == {"upload_sensor", "resume_failed_runs", "notify_succeeded_jobs",
                                               "preempt_for_premium",
-                                              "requeue_preempted_runs"}
+                                              "requeue_preempted_runs", "status_files"}
     assert {s.name for s in defs.schedules} >= {"billing_schedule", "golden_reevaluation_schedule",
                                                 "checkpoint_retention_schedule", "adapter_retention_schedule",
                                                 "refresh_serving_config_schedule"}

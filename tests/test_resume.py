@@ -33,12 +33,13 @@ def _spec(tiny_model, train_file, output_dir: Path) -> TrainJobSpec:
                         save_minutes=600, keep_checkpoints=2)
 
 
-def _harness(spec: TrainJobSpec, *flags: str, wait: bool = True):
+def _harness(spec: TrainJobSpec, *flags: str, wait: bool = True, env: dict | None = None):
+    """``env``: on top of this process's environment (a platform trainer's thread settings, say)."""
     out = Path(spec.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.json").write_text(json.dumps(dataclasses.asdict(spec)))
     command = [sys.executable, str(HARNESS), str(out / "spec.json"), str(out / "result.json"), *flags]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO)}
     if not wait:
         return subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     return subprocess.run(command, env=env, stderr=subprocess.PIPE, text=True, timeout=300)

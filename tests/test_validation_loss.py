@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from ftpipe.data.tokenize import tokenize_frame
+from ftpipe.training.checkpoints import CheckpointArea
 from ftpipe.training.runner import TRAINING_RESULT, completed_training, run_training, save_completed
 from ftpipe.training.spec import TrainJobSpec
 
@@ -256,14 +257,13 @@ def test_a_resumed_run_keeps_the_right_best_weights(tiny_model, codes, best_run,
 
 
 @pytest.mark.slow
-# Two workers sum the gradients in another order; Adam's normalised updates carry that rounding into the weights
-# (after 12 full fine-tuning steps: up to 3e-5 measured at 1e-3 on one base build, 2e-6 at 2e-3 on two others),
-# far below one step's size (the learning rate). The rates turn the held-out loss before step 12 on every base
+# Two workers sum the gradients in another order; Adam's normalised updates carry that rounding into the weights.
+# The rates turn the held-out loss before step 12 on every base
 # model build measured (full at 1e-3 did not on one; LoRA at 5e-3 tied its last two evaluations on one, and at
 # 8e-3 turns at step 8, 0.13 below step 10, and passed on the default-kernel build too), so that the best
 # weights are not the last.
-@pytest.mark.parametrize("method, lr, tolerance", [("lora", 8e-3, 1e-4), ("full", 2e-3, 1e-4)])
-def test_two_workers_keep_the_same_best_weights_as_one_process(tiny_model, codes, tmp_path, method, lr, tolerance):
+@pytest.mark.parametrize("method, lr", [("lora", 8e-3), ("full", 2e-3)])
+def test_two_workers_keep_the_same_best_weights_as_one_process(tiny_model, codes, tmp_path, method, lr):
     """Under torchrun every rank evaluates its share and takes the same decisions; FSDP gathers the best
     weights collectively. Each worker's eval batches hold half the examples, so the losses differ a little
     (the Trainer averages per-batch means), not the steps."""
@@ -287,8 +287,17 @@ def test_two_workers_keep_the_same_best_weights_as_one_process(tiny_model, codes
     name = "adapter_model.safetensors" if method == "lora" else "model.safetensors"
     from safetensors.torch import load_file
 
-    a, b = (load_file(str(Path(d) / name)) for d in (single.adapter_dir, double["adapter_dir"]))
-    assert max((a[k] - b[k]).abs().max().item() for k in a) <= tolerance
+    best, kept = (load_file(str(Path(d) / name)) for d in (single.adapter_dir, double["adapter_dir"]))
+    last = load_file(str(CheckpointArea(tmp_path / "single" / "checkpoints").committed()[0] / name))
+
+    def mean_distance(x, y):
+        return sum((x[k] - y[k]).abs().sum().item() for k in x) / sum(x[k].numel() for k in x)
+
+    # The workers kept the best step's weights: far nearer the single process's best than its last. (Measured
+    # with one thread per process, LoRA: 1.1e-4 from the best, whose distance to the last is 3.9e-3; a single
+    # weight can differ by far more, 3.3e-3, where the two orders of summation gave a near-zero gradient
+    # opposite signs and Adam's normalised step moved it a whole learning rate each way.)
+    assert mean_distance(kept, best) <= 0.25 * mean_distance(best, last)
 
 
 def test_dpo_measures_its_validation_loss_on_held_out_pairs(tiny_model, tokenizer, tmp_path):

@@ -122,6 +122,12 @@ def gate_metrics(report: dict) -> dict[str, Estimate]:
     if primary is not None:  # the first held-out row is the set's main metric
         name = f"holdout_{primary['metric']}"
         values["holdout_score"], values["holdout_delta"] = values[name], values[f"{name}_delta"]
+    return with_derived_metrics(values)
+
+
+def with_derived_metrics(values: dict[str, Estimate]) -> dict[str, Estimate]:
+    """``values`` and the metrics computed from them: ``golden_regression``, the golden exact match lost."""
+    values = dict(values)
     if "golden_exact_match_delta" in values:
         lost = values["golden_exact_match_delta"]  # a loss is a negative change: its interval ends swap
         values["golden_regression"] = Estimate(max(0.0, -lost.value), max(0.0, -lost.high), max(0.0, -lost.low))

@@ -16,6 +16,7 @@ from dagster_pipes import PipesContext, open_dagster_pipes
 from ftpipe.training.failures import TrainingFailure
 from ftpipe.training.interrupts import stop_on_signals_and_orphaning
 from ftpipe.training.plots import as_markdown, plot_loss_curve
+from ftpipe.training.progress_line import format_progress
 from ftpipe.training.runner import COMPLETED, is_main_process, run_training, save_completed
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe.training.validation import validation_metadata
@@ -25,13 +26,7 @@ def _train(pipes: PipesContext) -> None:
     spec = TrainJobSpec.from_dict(pipes.get_extra("spec"))
 
     def sink(m: dict) -> None:
-        if "eval_loss" in m:
-            pipes.log.info(f"step {m['step']}/{m['max_steps']} eval_loss={m['eval_loss']:.4f}")
-            return
-        pipes.log.info(
-            f"step {m['step']}/{m['max_steps']} loss={m['loss']:.4f} lr={m['learning_rate']:.2e} "
-            f"grad_norm={m['grad_norm']:.3f} tokens/s={m['tokens_per_second']:.0f} mem={m['memory_mb']:.0f}MB"
-        )
+        pipes.log.info(format_progress(m))
 
     with stop_on_signals_and_orphaning() as stop:
         pipes.log.info(f"training stops if process {stop.watching} exits")

@@ -1,0 +1,90 @@
+"""Fine-tuning jobs created through the API: what was asked, as the tenant asked it.
+
+The job itself is the landing zone's job folder and its Dagster runs; this row keeps what the OpenAI job
+object shows that neither holds (the file ids, ``suffix``, ``metadata``), and the content key under which an
+identical request finds the job that already trained it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from ftpipe.catalog.db import CatalogTable
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS job_requests (
+    job_id          VARCHAR PRIMARY KEY,
+    tenant          VARCHAR NOT NULL,
+    created_at      TIMESTAMPTZ NOT NULL,
+    model           VARCHAR NOT NULL,
+    training_file   VARCHAR NOT NULL,
+    validation_file VARCHAR,
+    request         JSON NOT NULL,
+    content_key     VARCHAR NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    job_id: str
+    tenant: str
+    created_at: datetime
+    model: str
+    training_file: str
+    validation_file: str | None
+    request: dict
+    """The create request's body as accepted (suffix, metadata, seed, method, the platform's extras)."""
+    content_key: str
+    """Digest of the training data, the resolved manifest and the base model's weights."""
+
+
+class JobRequests(CatalogTable):
+    SCHEMA = _SCHEMA
+
+    @staticmethod
+    def new_job_id() -> str:
+        # A valid job name (a-z, 0-9, '-'), so the id is also the job's folder and partition.
+        return f"ftjob-{uuid.uuid4().hex[:24]}"
+
+    def add(self, job: JobRequest) -> None:
+        with self._connect() as con:
+            con.execute("INSERT INTO job_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [job.job_id, job.tenant, job.created_at, job.model, job.training_file, job.validation_file,
+                         json.dumps(job.request), job.content_key])
+
+    def get(self, tenant: str, job_id: str) -> JobRequest | None:
+        found = self._select("WHERE tenant = ? AND job_id = ?", [tenant, job_id])
+        return found[0] if found else None
+
+    def page(self, tenant: str, after: str | None, limit: int) -> tuple[list[JobRequest], bool]:
+        """Newest first, as OpenAI lists jobs: up to ``limit`` created before the job ``after``, and whether
+        more follow."""
+        where, params = "WHERE tenant = ?", [tenant]
+        if after:
+            anchor = self.get(tenant, after)
+            if anchor is not None:
+                where += " AND (created_at, job_id) < (?, ?)"
+                params += [anchor.created_at, anchor.job_id]
+        rows = self._select(where, params, order="ORDER BY created_at DESC, job_id DESC", limit=limit + 1)
+        return rows[:limit], len(rows) > limit
+
+    def with_content_key(self, tenant: str, content_key: str) -> list[JobRequest]:
+        return self._select("WHERE tenant = ? AND content_key = ?", [tenant, content_key])
+
+    def delete_tenant(self, tenant: str) -> None:
+        if self.db_path.exists():
+            with self._connect() as con:
+                con.execute("DELETE FROM job_requests WHERE tenant = ?", [tenant])
+
+    def _select(self, where: str, params: list, order: str = "ORDER BY created_at",
+                limit: int | None = None) -> list[JobRequest]:
+        if not self.db_path.exists():
+            return []
+        with self._connect() as con:
+            rows = con.execute(f"SELECT * FROM job_requests {where} {order}"
+                               + (f" LIMIT {int(limit)}" if limit else ""), params).fetchall()
+        return [JobRequest(*row[:6], json.loads(row[6]), row[7]) for row in rows]

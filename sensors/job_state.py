@@ -1,0 +1,91 @@
+"""A job's state as OpenAI's fine-tuning API shows it, read from where the platform keeps it: the job's Dagster
+runs (the newest decides), the adapter registry and the refusal the upload sensor wrote. The API answers with
+it and ``status_files`` writes it into the tenant's results as ``status.json``.
+
+    no run, no refusal            validating_files   the upload sensor has not admitted the manifest yet
+    no run, refused               failed             the refusal's text is the error
+    QUEUED / NOT_STARTED          queued
+    STARTING / STARTED            running
+    CANCELING / CANCELED          cancelled          queued again when the platform preempted it: it resumes
+    SUCCESS                       succeeded          fine_tuned_model: the promoted adapter's id
+    FAILURE                       failed             the reason ``ftpipe status`` and the reports give
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dagster import DagsterInstance, DagsterRunStatus, RunRecord, RunsFilter
+
+from ftpipe.catalog.adapters import AdapterRegistry
+from ftpipe.landing import results_key
+from ftpipe.objectstore import ObjectStore
+from sensors.failures import failure_reason
+from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, PREEMPTED_TAG, TENANT_TAG
+
+REJECTED = "rejected.md"
+STATUS_FILE = "status.json"
+_STATUS = {
+    DagsterRunStatus.QUEUED: "queued", DagsterRunStatus.NOT_STARTED: "queued",
+    DagsterRunStatus.STARTING: "running", DagsterRunStatus.STARTED: "running",
+    DagsterRunStatus.CANCELING: "cancelled", DagsterRunStatus.CANCELED: "cancelled",
+    DagsterRunStatus.SUCCESS: "succeeded", DagsterRunStatus.FAILURE: "failed",
+}
+ACTIVE = {DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED}
+
+
+@dataclass
+class JobState:
+    status: str
+    run: RunRecord | None
+    finished_at: int | None = None
+    fine_tuned_model: str | None = None
+    error: dict | None = None
+
+    def document(self, tenant: str, job: str) -> dict:
+        """The state's part of OpenAI's job object, as ``status.json`` holds it and the API's answers start."""
+        run = self.run.dagster_run if self.run else None
+        return {"object": "fine_tuning.job", "id": job, "organization_id": tenant, "status": self.status,
+                "fine_tuned_model": self.fine_tuned_model, "error": self.error, "finished_at": self.finished_at,
+                "ftpipe": {"run_id": run.run_id if run else None,
+                           "attempt": int(run.tags.get(ATTEMPT_TAG, "1")) if run else None}}
+
+
+def job_runs(instance: DagsterInstance, tenant: str, job: str) -> list[RunRecord]:
+    """The job's runs, oldest first: the first attempt, its retries, requeues after preemption."""
+    records = instance.get_run_records(RunsFilter(tags={TENANT_TAG: tenant, JOB_TAG: job}))
+    return sorted(records, key=lambda r: r.create_timestamp)
+
+
+def _refusal(store: ObjectStore, tenant: str, job: str) -> str | None:
+    try:
+        text = store.read_bytes(results_key(tenant, job, REJECTED), max_bytes=1 << 20).decode("utf-8", "replace")
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+    return text.removeprefix("# Job rejected").strip()
+
+
+def rejected(reason: str) -> JobState:
+    return JobState("failed", None, error={"code": "job_rejected", "message": reason, "param": None})
+
+
+def job_state(instance: DagsterInstance, store: ObjectStore, adapters: AdapterRegistry, tenant: str,
+              job: str) -> JobState:
+    runs = job_runs(instance, tenant, job)
+    if not runs:
+        refusal = _refusal(store, tenant, job)
+        return JobState("validating_files", None) if refusal is None else rejected(refusal)
+    record = runs[-1]
+    run = record.dagster_run
+    status = _STATUS.get(run.status, "running")
+    if status == "cancelled" and PREEMPTED_TAG in run.tags:
+        status = "queued"  # the platform stopped it for a premium run; it resumes from its checkpoint
+    state = JobState(status, record, finished_at=int(record.end_time) if record.end_time else None)
+    if status == "succeeded":
+        adapter = adapters.for_run(run.run_id)
+        if adapter is not None and adapter.status == "promoted":
+            state.fine_tuned_model = adapter.adapter_id
+    elif status == "failed":
+        error_class, reason = failure_reason(instance, run)
+        state.error = {"code": f"{error_class}_error", "message": reason, "param": None}
+    return state
