@@ -7,6 +7,7 @@ they come from the platform's tenant configuration, so a manifest cannot raise i
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Literal
 
 import yaml
@@ -35,11 +36,13 @@ class ManifestError(ValueError):
 
 
 def check_data_file_name(value: str) -> str:
-    """A name a data file may have inside a job folder, or ValueError saying what one may be."""
-    if not _FILE_NAME.fullmatch(value) or value == MANIFEST_NAME or len(value.encode("utf-8")) > 255:
+    """A name a data file may have inside a job folder, or ValueError saying what one may be. Format characters
+    (right-to-left overrides, zero-width joiners) are refused: 'a\u202egnp.jsonl' shows as 'ajsonl.png'."""
+    if (not _FILE_NAME.fullmatch(value) or value == MANIFEST_NAME or len(value.encode("utf-8")) > 255
+            or any(unicodedata.category(c) == "Cf" for c in value)):
         raise ValueError(f"{value[:100]!r} is not a data file name inside the job folder (1-128 characters and "
-                         "at most 255 bytes, no '/', '\\' or control characters, no leading '.', not the "
-                         "manifest itself)")
+                         "at most 255 bytes, no '/', '\\', control or format characters, no leading '.', not "
+                         "the manifest itself)")
     return value
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
           409: "conflict_error", 413: "invalid_request_error", 422: "invalid_request_error",
@@ -34,7 +35,21 @@ async def api_error_handler(_request: Request, exc: ApiError) -> JSONResponse:
                         headers={"Retry-After": str(retry_after)} if retry_after else None)
 
 
+async def http_error_handler(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own refusals (no such route or method, a body it cannot parse) in OpenAI's shape too."""
+    code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code, "invalid_request")
+    message = str(exc.detail)
+    if exc.status_code == 400 and "parsing the body" in message:
+        message = "the body is not valid JSON (UTF-8, at most 1,000 levels deep) or not a valid form"
+    return JSONResponse(ApiError(exc.status_code, message, code=code).body(), status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None))
+
+
 async def validation_error_handler(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    if any(e.get("loc") == ("body",) and e.get("type") in ("dict_type", "model_attributes_type")
+           for e in exc.errors()):
+        return JSONResponse(ApiError(400, "the body must be a JSON object sent as Content-Type: application/json",
+                                     code="invalid_request").body(), status_code=400)
     first = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
     problems = "; ".join(f"'{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or '(body)'}': "

@@ -117,8 +117,13 @@ def get_file(file_id: str, request: Request, tenant: str = Depends(tenant_of)) -
 
 @router.get("/{file_id}/content")
 def file_content(file_id: str, request: Request, tenant: str = Depends(tenant_of)) -> Response:
-    f = own_file(request.app.state.api, tenant, file_id)
-    data = request.app.state.api.store.read_bytes(api_file_key(tenant, f.file_id, f.filename))
+    api = request.app.state.api
+    f = own_file(api, tenant, file_id)
+    try:
+        data = api.store.read_bytes(api_file_key(tenant, f.file_id, f.filename), max_bytes=api.max_file_bytes)
+    except (OSError, ValueError) as exc:  # removed or replaced through the bucket, which is the tenant's too
+        raise ApiError(409, f"file {f.file_id} cannot be read from the landing zone: {exc}",
+                       code="file_unreadable") from None
     return Response(data, media_type="application/octet-stream")
 
 
@@ -127,5 +132,8 @@ def delete_file(file_id: str, request: Request, tenant: str = Depends(tenant_of)
     api = request.app.state.api
     f = own_file(api, tenant, file_id)
     api.files.mark_deleted(tenant, f.file_id)
-    api.store.delete(api_file_key(tenant, f.file_id, f.filename))
+    try:
+        api.store.delete(api_file_key(tenant, f.file_id, f.filename))
+    except (OSError, ValueError):
+        pass  # already gone from the bucket, or something the tenant put in its place: the file is gone for us
     return {"id": f.file_id, "object": "file", "deleted": True}

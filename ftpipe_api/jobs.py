@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import yaml
 from fastapi import APIRouter, Depends, Query, Request
@@ -32,11 +33,15 @@ from ftpipe_cli.submit import submit_job
 from sensors.job_state import ACTIVE, STATUS_FILE, job_runs, job_state
 
 router = APIRouter(prefix="/v1/fine_tuning/jobs", tags=["fine-tuning jobs"])
+MANIFEST_SOURCE = ("the job as a manifest (there n_epochs is 'epochs', batch_size 'micro_batch_size', "
+                   "learning_rate_multiplier times the automatic rate 'learning_rate', beta 'dpo_beta', "
+                   "ftpipe.adapter 'method')")
 
 
-def job_object(api, job: JobRequest) -> dict:
+def job_object(api, job: JobRequest, state: dict | None = None) -> dict:
     """OpenAI's job object: the request as the tenant made it, then the state (``status.json``'s document)."""
-    state = job_state(api.instance, api.store, api.adapters, job.tenant, job.job_id).document(job.tenant, job.job_id)
+    state = state or job_state(api.instance, api.store, api.adapters, job.tenant, job.job_id).document(
+        job.tenant, job.job_id)
     body = job.request
     return {
         "object": "fine_tuning.job", "id": job.job_id, "model": job.model,
@@ -49,18 +54,37 @@ def job_object(api, job: JobRequest) -> dict:
     }
 
 
+def _stored_bytes(api, tenant: str, record, param: str) -> bytes:
+    """The file's bytes as validated: the bucket is the tenant's too, and what is there now may differ."""
+    try:
+        data = api.store.read_bytes(api_file_key(tenant, record.file_id, record.filename), max_bytes=api.max_file_bytes)
+    except FileNotFoundError:
+        raise ApiError(409, f"file {record.file_id} ({record.filename}) is no longer in the landing zone; upload it "
+                            "again", param=param, code="file_missing") from None
+    except (OSError, ValueError) as exc:  # a link or a folder in its place, or a larger object
+        raise ApiError(409, f"file {record.file_id} cannot be read: {exc}", param=param, code="file_unreadable") from None
+    if hashlib.sha256(data).hexdigest() != record.sha256:
+        raise ApiError(409, f"file {record.file_id} ({record.filename}) changed in the landing zone after it was "
+                            "validated; upload it again", param=param, code="file_changed")
+    return data
+
+
 def _data_files(api, tenant: str, body: CreateJob) -> tuple[dict, dict[str, bytes], list]:
     """The manifest's file fields, the bytes to upload under those names, and the files' records."""
     train = own_file(api, tenant, body.training_file, "training_file")
-    fields, files = {"dataset": train.filename}, {train.filename: None}
-    records = [train]
+    fields, files, records = {"dataset": train.filename}, {train.filename: _stored_bytes(api, tenant, train,
+                                                                                         "training_file")}, [train]
     if body.validation_file:
+        if body.validation_file == body.training_file:
+            raise ApiError(400, "validation_file is the training file: a score on the data the adapter trained on "
+                                "says nothing; give another file, or none for a held-out split",
+                           param="validation_file", code="validation_is_training")
         valid = own_file(api, tenant, body.validation_file, "validation_file")
-        name = valid.filename if valid.filename != train.filename else f"validation-{valid.filename}"[:128]
-        fields["eval_dataset"], files[name] = name, None
+        # Two uploads may share a name; the validation copy is then named by its id, which no upload can be.
+        name = valid.filename if valid.filename != train.filename else f"{valid.file_id}{Path(valid.filename).suffix}"
+        fields["eval_dataset"] = name
+        files[name] = _stored_bytes(api, tenant, valid, "validation_file")
         records.append(valid)
-    for (name, _), record in zip(list(files.items()), records):
-        files[name] = api.store.read_bytes(api_file_key(tenant, record.file_id, record.filename))
     return fields, files, records
 
 
@@ -72,8 +96,7 @@ def _content_key(manifest: dict, records: list, base_digest: str) -> str:
 
 
 def _create(api, tenant: str, body: CreateJob) -> dict:
-    base = api.base_models.models.get(body.model)
-    if base is None:
+    if body.model not in api.base_models.models:
         raise ApiError(400, f"model '{body.model[:100]}' is not a base model this platform registered; registered: "
                             f"{', '.join(sorted(api.base_models.models))}", param="model", code="model_not_found")
     file_fields, files, records = _data_files(api, tenant, body)
@@ -89,7 +112,7 @@ def _create(api, tenant: str, body: CreateJob) -> dict:
         raise ApiError(400, str(exc), param="ftpipe.hyperparameters", code="invalid_hyperparameters") from None
     manifest = {**fields, **file_fields}
     manifest_bytes = yaml.safe_dump(manifest, sort_keys=False).encode()
-    admission = admit(manifest_bytes, "the job's manifest", api.platform, api.base_models)
+    admission = admit(manifest_bytes, MANIFEST_SOURCE, api.platform, api.base_models)
     if admission.refusal:
         raise ApiError(400, admission.refusal, code="job_refused")
     if manifest["objective"] == "sft" and records[0].objective == "dpo":
@@ -103,13 +126,18 @@ def _create(api, tenant: str, body: CreateJob) -> dict:
     job = JobRequest(api.jobs.new_job_id(), tenant, datetime.now(timezone.utc), body.model, body.training_file,
                      body.validation_file, {**body.model_dump(exclude_none=True), "objective": manifest["objective"]},
                      content_key)
+    try:
+        submit_job(api.store, tenant, job.job_id, files, manifest_bytes)
+    except (OSError, ValueError) as exc:  # the tenant's own prefix holds something unwritable (a link, a file)
+        raise ApiError(409, f"the job could not be written into your landing zone: {exc}",
+                       code="landing_zone_unwritable") from None
     api.jobs.add(job)
-    submit_job(api.store, tenant, job.job_id, files, manifest_bytes)
-    answer = job_object(api, job)
-    # Until its first run the platform has written nothing for the job; the bucket says so as the API does.
-    publish(api.store, tenant, job.job_id, STATUS_FILE, json.dumps({k: answer[k] for k in (
-        "object", "id", "organization_id", "status", "fine_tuned_model", "error", "finished_at", "ftpipe")}, indent=2))
-    return answer
+    state = job_state(api.instance, api.store, api.adapters, tenant, job.job_id).document(tenant, job.job_id)
+    try:  # until its first run nothing else says so in the bucket
+        publish(api.store, tenant, job.job_id, STATUS_FILE, json.dumps(state, indent=2))
+    except (OSError, ValueError):
+        pass  # a tenant that broke its own results area reads the state from the API only
+    return job_object(api, job, state)
 
 
 @router.post("")

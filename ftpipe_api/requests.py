@@ -11,22 +11,54 @@ trained.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 Auto = Literal["auto"]
+Scalar = str | int | float | bool
+"""A manifest hyperparameter's value: each is converted and range-checked by its own rule."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _strings(value) -> list[str]:
+    """Every string in a decoded JSON document, keys included; a loop, not recursion (JSON may nest deep)."""
+    found, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: JSON's true is not the number 1, "0.1" is not a number, "yes" is not a flag.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_surrogates(cls, data):
+        # JSON's "\ud800" escapes decode to text no catalog or report can store as UTF-8 (nor can the error
+        # quote it: the field is named only when its name is itself clean).
+        for key, value in data.items() if isinstance(data, dict) else [("(body)", data)]:
+            if any(_SURROGATE.search(s) for s in _strings([key, value])):
+                where = f"'{key}'" if isinstance(key, str) and not _SURROGATE.search(key) else "a key"
+                raise ValueError(f"{where} holds an unpaired UTF-16 surrogate (an escape such as \"\\ud800\"); "
+                                 "send the text itself")
+        return data
 
 
 class Hyperparameters(_Strict):
-    n_epochs: Auto | float = "auto"
-    batch_size: Auto | int = "auto"
-    learning_rate_multiplier: Auto | float = "auto"
-    beta: Auto | float = "auto"
+    n_epochs: Auto | Annotated[float, Field(ge=0.001, le=100)] = "auto"
+    batch_size: Auto | Annotated[int, Field(ge=1, le=1024)] = "auto"
+    learning_rate_multiplier: Auto | Annotated[float, Field(ge=0.0001, le=100)] = "auto"
+    beta: Auto | Annotated[float, Field(ge=0.0001, le=10)] = "auto"
 
 
 class MethodDetails(_Strict):
@@ -43,27 +75,32 @@ class Method(_Strict):
         return details.hyperparameters if details else None
 
 
+Short = Annotated[str, StringConstraints(max_length=200)]
+
+
 class PlatformOptions(_Strict):
     adapter: Literal["lora", "qlora", "dora", "rslora"] = "lora"
-    hyperparameters: dict[str, Any] = Field(default_factory=dict)
-    quality_gates: dict[str, str] = Field(default_factory=dict)
-    columns: dict[str, str] = Field(default_factory=dict)
-    roles: dict[str, str] = Field(default_factory=dict)
+    hyperparameters: dict[Short, Scalar] = Field(default_factory=dict, max_length=32)
+    quality_gates: dict[Short, Short] = Field(default_factory=dict, max_length=20)
+    columns: dict[Short, Short] = Field(default_factory=dict, max_length=32)
+    roles: dict[Short, Short] = Field(default_factory=dict, max_length=32)
     holdout_fraction: float | None = None
-    min_examples: int | None = None
+    min_examples: int | None = Field(default=None, ge=1, le=10**9)
     new_run: bool = False
     """Train even when an identical job (same data, settings and base model) has already succeeded."""
 
 
 class CreateJob(_Strict):
-    model: str = Field(max_length=200)
-    training_file: str = Field(max_length=100)
-    validation_file: str | None = Field(default=None, max_length=100)
+    model: str = Field(min_length=1, max_length=200)
+    training_file: str = Field(min_length=1, max_length=100)
+    validation_file: str | None = Field(default=None, min_length=1, max_length=100)
     method: Method | None = None
     hyperparameters: Hyperparameters | None = None
     """OpenAI's older place for them; ``method`` wins where both are given."""
-    suffix: str | None = Field(default=None, max_length=64)
-    metadata: dict[str, str] | None = Field(default=None, max_length=16)
+    suffix: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_.-]*$")
+    metadata: dict[Annotated[str, StringConstraints(max_length=64)],
+                   Annotated[str, StringConstraints(max_length=512)]] | None = Field(default=None, max_length=16)
+    """As OpenAI limits it: 16 pairs, keys of up to 64 characters, values of up to 512."""
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
     integrations: list | None = Field(default=None, max_length=0)
     ftpipe: PlatformOptions = Field(default_factory=PlatformOptions)

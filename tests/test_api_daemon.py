@@ -77,7 +77,7 @@ def test_the_sdk_trains_polls_lists_events_and_checkpoints_cancels_and_reuses_th
             assert checkpoints and checkpoints[0].step_number == metrics[0]["total_steps"]
 
             report = client.get(f"/fine_tuning/jobs/{job.id}/report", cast_to=object)
-            assert report["validation"]["passed"] and report["eval_report"]["tenant"] == "acme"
+            assert report["validation"]["passed"] and "holdout_exact_match_delta" in report["eval_report"]["estimates"]
             assert f"Adapter `{done.fine_tuned_model}` is **promoted**" in report["quality_gates"]
             assert done.fine_tuned_model in [m.id for m in client.models.list()]
 
