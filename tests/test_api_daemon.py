@@ -2,7 +2,6 @@
 behind it running the upload sensor, the QueuedRunCoordinator and real training on the tiny model."""
 
 import time
-from pathlib import Path
 
 import openai
 import pytest
@@ -16,23 +15,12 @@ from ftpipe_cli.demo import start_daemon, stop_daemon
 from resources import resources_from_env
 from sensors.run_tags import TENANT_TAG
 from tests.helpers.api_server import serving
-from tests.helpers.daemon_home import repo_configs, use_daemon_home
+from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
 
 pytestmark = pytest.mark.slow
 
 # Long enough to be cancelled while training (~20 s of steps on 2 cores), short enough not to matter if not.
 LONG_STEPS = 3000
-
-
-def _poll(what: str, condition, timeout_s: float, daemon, log: Path):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        assert daemon.poll() is None, f"the daemon exited: {log.read_text()[-3000:]}"
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{log.read_text()[-3000:]}")
 
 
 def test_the_sdk_trains_polls_lists_events_and_checkpoints_cancels_and_reuses_through_the_daemon(
@@ -60,7 +48,7 @@ def test_the_sdk_trains_polls_lists_events_and_checkpoints_cancels_and_reuses_th
                 seen.add(state.status)
                 return state if state.status in ("succeeded", "failed", "cancelled") else None
 
-            done = _poll("the job to finish", finished, 600, daemon, log)
+            done = wait_for("the job to finish", finished, 600, daemon, log)
             assert done.status == "succeeded", done.error
             assert {"queued", "running"} <= seen or "running" in seen
             assert done.fine_tuned_model and done.fine_tuned_model.startswith(f"acme--{job.id}--")
@@ -92,11 +80,11 @@ def test_the_sdk_trains_polls_lists_events_and_checkpoints_cancels_and_reuses_th
             # A long job, cancelled while it trains: its trainer checkpoints and the run ends CANCELED.
             long = client.fine_tuning.jobs.create(**settings, extra_body={"ftpipe": {
                 "hyperparameters": {"max_steps": LONG_STEPS}}})
-            _poll("the long job's training", lambda: any(
+            wait_for("the long job's training", lambda: any(
                 e.type == "metrics" for e in client.fine_tuning.jobs.list_events(long.id, limit=50).data),
                 300, daemon, log)
             assert client.fine_tuning.jobs.cancel(long.id).status == "cancelled"
-            _poll("the cancellation", lambda: instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))[0].status
+            wait_for("the cancellation", lambda: instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))[0].status
                   == DagsterRunStatus.CANCELED, 120, daemon, log)
             assert client.fine_tuning.jobs.retrieve(long.id).status == "cancelled"
             stopped = client.fine_tuning.jobs.checkpoints.list(long.id).data

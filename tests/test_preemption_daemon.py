@@ -8,7 +8,6 @@ uninterrupted.
 """
 
 import json
-import time
 from pathlib import Path
 
 import psutil
@@ -24,7 +23,7 @@ from ftpipe.training.spec import TrainJobSpec
 from ftpipe_cli.demo import start_daemon, stop_daemon
 from ftpipe_cli.submit import default_manifest, submit_job
 from sensors.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
-from tests.helpers.daemon_home import repo_configs, use_daemon_home
+from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
 from tests.test_resume import _harness, _weights
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -47,17 +46,6 @@ def _one_slot_platform(home: Path, monkeypatch) -> None:
     platform["pools"]["cpu-local"]["mfu"] = 0.1
     platform["preemption"].update(wait_seconds=0, max_progress_share=1.0)
     use_daemon_home(home, monkeypatch, instance_config, platform)
-
-
-def _wait(what: str, condition, timeout_s: float, daemon, log: Path):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        assert daemon.poll() is None, f"the daemon exited: {log.read_text()[-3000:]}"
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{log.read_text()[-3000:]}")
 
 
 def _trainer_is_running(daemon) -> bool:
@@ -86,7 +74,7 @@ def test_a_preempted_free_run_resumes_after_the_premium_run_and_ends_where_an_un
     daemon = start_daemon(log)
     try:
         with DagsterInstance.get() as instance:
-            _wait("the free run's trainer", lambda: _trainer_is_running(daemon), 180, daemon, log)
+            wait_for("the free run's trainer", lambda: _trainer_is_running(daemon), 180, daemon, log)
             submit_job(store, "acme", "urgent", {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()},
                        default_manifest("t.jsonl", hyperparameters={"epochs": 1}))
 
@@ -94,7 +82,7 @@ def test_a_preempted_free_run_resumes_after_the_premium_run_and_ends_where_an_un
                 runs = _runs(instance, "initech")
                 return runs if len(runs) == 2 and runs[-1].is_finished else None
 
-            free_runs = _wait("the free job's second attempt", free_run_finished, 600, daemon, log)
+            free_runs = wait_for("the free job's second attempt", free_run_finished, 600, daemon, log)
             (premium,) = _runs(instance, "acme")
     finally:
         stop_daemon(daemon)

@@ -1,6 +1,7 @@
 """A home for the tests that run the real Dagster daemon: the repo's dagster.yaml and tenants.yaml, as each
 test changes them, written where the daemon and the test's own instance read them."""
 
+import time
 from pathlib import Path
 
 import yaml
@@ -29,3 +30,15 @@ def use_daemon_home(home: Path, monkeypatch, instance_config: dict, platform: di
     monkeypatch.setenv("FTPIPE_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     monkeypatch.setenv("FTPIPE_TENANTS", str(home / "tenants.yaml"))
+
+
+def wait_for(what: str, condition, timeout_s: float, daemon, log: Path, every_s: float = 0.5):
+    """``condition()``'s first truthy value, checking that the daemon still runs; its log's tail on a timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        assert daemon.poll() is None, f"the daemon exited: {log.read_text()[-3000:]}"
+        time.sleep(every_s)
+    raise AssertionError(f"timed out waiting for {what}; daemon log:\n{log.read_text()[-3000:]}")
