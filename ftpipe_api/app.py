@@ -15,7 +15,6 @@ from ftpipe_api import adapters, files, jobs
 from ftpipe_api.context import ApiContext
 from ftpipe_api.errors import ApiError, api_error_handler, http_error_handler, validation_error_handler
 
-DEFAULT_PORT = 8321
 MAX_JSON_BYTES = 1 << 20
 """A job request is a few hundred bytes; only uploads (``/v1/files``) carry data."""
 
@@ -41,6 +40,7 @@ def create_app(api: ApiContext) -> FastAPI:
             error = ApiError(413, f"request body over {limit:,} bytes: {what}", code="request_too_large")
             return JSONResponse(error.body(), status_code=413)
         return await call_next(request)
+
     app.include_router(files.router)
     app.include_router(jobs.router)
     app.include_router(adapters.router)

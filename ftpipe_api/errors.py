@@ -26,7 +26,8 @@ class ApiError(Exception):
 
 def not_found(kind: str, ident: str, param: str | None = None) -> ApiError:
     # The same answer for another tenant's id as for one that never existed: ids are not a way to probe.
-    return ApiError(404, f"no {kind} '{ident[:100]}'", param=param, code=f"{kind.replace(' ', '_')}_not_found")
+    shown = ident[:100].encode("utf-8", "replace").decode("utf-8")  # a lone surrogate cannot be sent back
+    return ApiError(404, f"no {kind} '{shown}'", param=param, code=f"{kind.replace(' ', '_')}_not_found")
 
 
 async def api_error_handler(_request: Request, exc: ApiError) -> JSONResponse:

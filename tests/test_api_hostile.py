@@ -85,7 +85,7 @@ def test_spoofing_file_names_and_unknown_routes_are_refused_in_openais_shape(pla
     with pytest.raises(openai.BadRequestError, match="format characters"):
         _upload(client, name="a\u202egnp.jsonl")
     for method, path in (("GET", "/v1/files/a%2Fb"), ("PUT", "/v1/files"), ("DELETE", JOBS + "/ftjob-x"),
-                         ("GET", "/v1/nothing")):
+                         ("GET", "/v1/nothing"), ("GET", "/v1/files/%ED%A0%80"), ("GET", JOBS + "/%FF%FE/events")):
         response = httpx.request(method, f"{platform.url}{path}", headers=_auth(platform, "acme"))
         assert response.status_code in (404, 405) and response.json()["error"]["code"], (method, path)
     assert client.files.list().data == []
