@@ -387,3 +387,14 @@ def test_a_tenant_may_overrule_its_own_gates_but_not_the_platforms_and_only_on_i
     assert acme.post("/adapters/acme--j1--worse/deprecate", cast_to=object)["status"] == "deprecated"
     # Drafts are not models anyone can call; the base model is.
     assert [m.id for m in acme.models.list()] == ["ftpipe/tiny-llama"]
+
+
+def test_jobs_are_listed_newest_first_a_page_at_a_time(platform):
+    client = platform.client("acme")
+    file_id = _upload(client).id
+    created = [client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=file_id, seed=s).id
+               for s in range(3)]
+    first = client.fine_tuning.jobs.list(limit=2)
+    assert [j.id for j in first.data] == created[::-1][:2] and first.has_more
+    rest = client.fine_tuning.jobs.list(limit=2, after=first.data[-1].id)
+    assert [j.id for j in rest.data] == created[:1] and not rest.has_more
