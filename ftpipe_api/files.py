@@ -9,7 +9,6 @@ waits for the job, which names the model.
 from __future__ import annotations
 
 import hashlib
-import json
 import tempfile
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from fastapi.responses import Response
 from ftpipe.catalog.files import TenantFile
 from ftpipe.data.pipeline import inferred_objective, validate_to_parquet
 from ftpipe.data.read import UnsupportedFormat
-from ftpipe.data.report import report_json
+from ftpipe.data.report import report_dict
 from ftpipe.landing import api_file_key
 from ftpipe.manifest import check_data_file_name
 from ftpipe_api.auth import tenant_of
@@ -72,7 +71,7 @@ def _validate(path: Path) -> str:
         raise ApiError(400, str(exc), param="file", code="unsupported_file_type") from None
     if check.outcome.passed:
         return objective
-    report = json.loads(report_json(check))
+    report = report_dict(check)
     problems = [f"{e['source_file']} line {e['line']}, field '{e['field']}': {e['message']}"
                 for e in report["errors"][:MAX_LISTED_PROBLEMS]] + report["dataset_errors"][:MAX_LISTED_PROBLEMS]
     n = report["n_row_errors"] + len(report["dataset_errors"])

@@ -30,7 +30,7 @@ from ftpipe_api.files import own_file
 from ftpipe_api.idempotency import idempotent
 from ftpipe_api.requests import CreateJob, manifest_fields
 from ftpipe_cli.submit import submit_job
-from sensors.job_state import ACTIVE, STATUS_FILE, job_runs, job_state
+from sensors.job_state import ACTIVE, STATUS_FILE, JobState, job_runs, job_state
 
 router = APIRouter(prefix="/v1/fine_tuning/jobs", tags=["fine-tuning jobs"])
 MANIFEST_SOURCE = ("the job as a manifest (there n_epochs is 'epochs', batch_size 'micro_batch_size', "
@@ -121,8 +121,9 @@ def _create(api, tenant: str, body: CreateJob) -> dict:
     content_key = _content_key(manifest, records, resolved.digest)
     if not body.ftpipe.new_run:
         for earlier in api.jobs.with_content_key(tenant, content_key):
-            if job_state(api.instance, api.store, api.adapters, tenant, earlier.job_id).status == "succeeded":
-                return job_object(api, earlier)
+            state = job_state(api.instance, api.store, api.adapters, tenant, earlier.job_id)
+            if state.status == "succeeded":
+                return job_object(api, earlier, state.document(tenant, earlier.job_id))
     job = JobRequest(api.jobs.new_job_id(), tenant, datetime.now(timezone.utc), body.model, body.training_file,
                      body.validation_file, {**body.model_dump(exclude_none=True), "objective": manifest["objective"]},
                      content_key)
@@ -132,7 +133,7 @@ def _create(api, tenant: str, body: CreateJob) -> dict:
         raise ApiError(409, f"the job could not be written into your landing zone: {exc}",
                        code="landing_zone_unwritable") from None
     api.jobs.add(job)
-    state = job_state(api.instance, api.store, api.adapters, tenant, job.job_id).document(tenant, job.job_id)
+    state = JobState("validating_files", None).document(tenant, job.job_id)  # no run can exist yet
     try:  # until its first run nothing else says so in the bucket
         publish(api.store, tenant, job.job_id, STATUS_FILE, json.dumps(state, indent=2))
     except (OSError, ValueError):

@@ -18,9 +18,13 @@ def _row_errors(check: ExamplesCheck, preflight: Preflight | None) -> tuple[list
 
 
 def report_json(check: ExamplesCheck, preflight: Preflight | None = None) -> str:
+    return json.dumps(report_dict(check, preflight), indent=2)
+
+
+def report_dict(check: ExamplesCheck, preflight: Preflight | None = None) -> dict:
     errors, n_row_errors = _row_errors(check, preflight)
     warnings = check.warnings + (preflight.warnings if preflight else [])
-    return json.dumps({
+    return {
         "passed": check.outcome.passed and (preflight is None or preflight.passed),
         "stage": "preflight" if preflight else "structure",
         "n_records": check.outcome.n_examples,
@@ -31,7 +35,7 @@ def report_json(check: ExamplesCheck, preflight: Preflight | None = None) -> str
         "stats": check.stats,
         "preflight": preflight.stats if preflight else None,
         "training_plan": preflight.plan if preflight else None,
-    }, indent=2)
+    }
 
 
 def _table(rows: dict) -> list[str]:
