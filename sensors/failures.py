@@ -143,16 +143,24 @@ def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResou
         context.log.info(f"metered a lost attempt of {run.run_id}: {lost.gpu_seconds:.1f} GPU-seconds, refunded")
     error_class, reason = failure_reason(context.instance, run)
     attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
+    if will_resume(run, error_class):
+        _tag_outcome(context, run, error_class, f"resumed as attempt {attempt + 1}: {reason}")
+        return next_attempt(run, run_key=f"{run.run_id}:resume")
     if error_class == USER_ERROR:
         _tag_outcome(context, run, error_class, reason)
         _notify_failed(context, platform, artifacts, run, error_class, reason)
         return SkipReason(f"run {run.run_id} failed on the tenant's input, not retried: {reason}")
-    if attempt >= MAX_ATTEMPTS:
-        _tag_outcome(context, run, error_class, f"gave up after {attempt} attempts: {reason}")
-        _notify_failed(context, platform, artifacts, run, error_class, reason)
-        return SkipReason(f"run {run.run_id} failed {attempt} times; giving up: {reason}")
-    _tag_outcome(context, run, error_class, f"resumed as attempt {attempt + 1}: {reason}")
-    return next_attempt(run, run_key=f"{run.run_id}:resume")
+    _tag_outcome(context, run, error_class, f"gave up after {attempt} attempts: {reason}")
+    _notify_failed(context, platform, artifacts, run, error_class, reason)
+    return SkipReason(f"run {run.run_id} failed {attempt} times; giving up: {reason}")
+
+
+def will_resume(run: DagsterRun, error_class: str) -> bool:
+    """Whether this sensor starts another attempt of the failed run: a platform failure with attempts left. The
+    job's state reads it too, so that a client polling for a final status does not stop at a failure that the
+    next attempt will carry on from."""
+    return (not run.tags.get(REFUSED_LAUNCH_TAG) and error_class != USER_ERROR
+            and int(run.tags.get(ATTEMPT_TAG, "1")) < MAX_ATTEMPTS)
 
 
 def _tag_outcome(context: RunFailureSensorContext, run: DagsterRun, error_class: str, reason: str) -> None:

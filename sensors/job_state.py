@@ -8,7 +8,12 @@ it and ``status_files`` writes it into the tenant's results as ``status.json``.
     STARTING / STARTED            running
     CANCELING / CANCELED          cancelled          queued again when the platform preempted it: it resumes
     SUCCESS                       succeeded          fine_tuned_model: the promoted adapter's id
-    FAILURE                       failed             the reason ``ftpipe status`` and the reports give
+    FAILURE                       failed             the reason ``ftpipe status`` and the reports give; queued
+                                                     when the failure sensor will resume it (a platform
+                                                     failure with attempts left), as a preempted run is
+
+A status is final only when nothing the platform does on its own changes it (``finished_at`` is set then), so
+a client that polls until a final status never stops at a failure that the next attempt carries on from.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunRecord, RunsFilter
 from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.landing import results_key
 from ftpipe.objectstore import ObjectStore
-from sensors.failures import failure_reason
+from sensors.failures import failure_reason, will_resume
 from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, PREEMPTED_TAG, TENANT_TAG
 
 REJECTED = "rejected.md"
@@ -78,14 +83,19 @@ def job_state(instance: DagsterInstance, store: ObjectStore, adapters: AdapterRe
     record = runs[-1]
     run = record.dagster_run
     status = _STATUS.get(run.status, "running")
+    error = None
     if status == "cancelled" and PREEMPTED_TAG in run.tags:
         status = "queued"  # the platform stopped it for a premium run; it resumes from its checkpoint
-    state = JobState(status, record, finished_at=int(record.end_time) if record.end_time else None)
+    elif status == "failed":
+        error_class, reason = failure_reason(instance, run)
+        if will_resume(run, error_class):
+            status = "queued"  # lost to the platform, not the tenant: the next attempt resumes from its checkpoint
+        else:
+            error = {"code": f"{error_class}_error", "message": reason, "param": None}
+    final = status in ("succeeded", "failed", "cancelled") and record.end_time
+    state = JobState(status, record, finished_at=int(record.end_time) if final else None, error=error)
     if status == "succeeded":
         adapter = adapters.for_run(run.run_id)
         if adapter is not None and adapter.status == "promoted":
             state.fine_tuned_model = adapter.adapter_id
-    elif status == "failed":
-        error_class, reason = failure_reason(instance, run)
-        state.error = {"code": f"{error_class}_error", "message": reason, "param": None}
     return state

@@ -398,3 +398,38 @@ def test_jobs_are_listed_newest_first_a_page_at_a_time(platform):
     assert [j.id for j in first.data] == created[::-1][:2] and first.has_more
     rest = client.fine_tuning.jobs.list(limit=2, after=first.data[-1].id)
     assert [j.id for j in rest.data] == created[:1] and not rest.has_more
+
+
+def test_a_failure_the_platform_will_resume_reads_queued_and_a_final_one_failed(platform):
+    from sensors.run_tags import ATTEMPT_TAG, ERROR_CLASS_TAG, OUTCOME_TAG
+
+    client = platform.client("acme")
+    job = client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(client).id)
+    result = platform.tick()
+    # A lost worker on the first attempt: the failure sensor starts attempt 2 from the checkpoint, so a client
+    # polling for a final status must not stop here.
+    lost = platform.queue(result, status=DagsterRunStatus.FAILURE)
+    polled = client.fine_tuning.jobs.retrieve(job.id)
+    assert (polled.status, polled.error, polled.finished_at) == ("queued", None, None)
+    platform.write_status_files()
+    assert platform.status_file("acme", job.id)["status"] == "queued"
+
+    # The last attempt lost as well: final, with the reason.
+    (request,) = result.run_requests
+    last = create_run_for_test(platform.instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.FAILURE,
+                               remote_job_origin=finetune_origin(),
+                               tags={**request.tags, "dagster/partition": request.partition_key, ATTEMPT_TAG: "3"})
+    assert last.run_id != lost.run_id
+    polled = client.fine_tuning.jobs.retrieve(job.id)
+    assert polled.status == "failed" and polled.error.code == "platform_error" and polled.error.message
+
+    # The tenant's own error is final on the first attempt.
+    other = client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(client).id, seed=3)
+    (request,) = platform.tick(result.cursor).run_requests
+    create_run_for_test(platform.instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.FAILURE,
+                        remote_job_origin=finetune_origin(),
+                        tags={**request.tags, "dagster/partition": request.partition_key, ERROR_CLASS_TAG: "user",
+                              OUTCOME_TAG: "[user] validation found 1 error(s) in the upload"})
+    polled = client.fine_tuning.jobs.retrieve(other.id)
+    assert polled.status == "failed" and polled.error.code == "user_error"
+    assert polled.error.message == "validation found 1 error(s) in the upload"
