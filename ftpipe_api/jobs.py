@@ -1,4 +1,5 @@
-"""``/v1/fine_tuning/jobs``: create, list, read and cancel a tenant's fine-tuning jobs.
+"""``/v1/fine_tuning/jobs``: create, list, read and cancel a tenant's fine-tuning jobs, those created here and
+those uploaded straight to the bucket (``ftpipe_api.bucket_jobs``).
 
 Creating a job writes what ``ftpipe submit`` writes, the data files and then the manifest, into the job's
 folder in the landing zone; the upload sensor admits it from there like any other. A request the platform
@@ -23,6 +24,7 @@ from ftpipe.catalog.job_requests import JobRequest
 from ftpipe.landing import api_file_key, manifest_key, results_key
 from ftpipe.training.autoconfig import learning_rate
 from ftpipe_api.auth import tenant_of
+from ftpipe_api.bucket_jobs import bucket_job, register_bucket_jobs
 from ftpipe_api.checkpoints import job_checkpoints
 from ftpipe_api.errors import ApiError, not_found
 from ftpipe_api.events import job_events, page
@@ -50,7 +52,8 @@ def job_object(api, job: JobRequest, state: dict | None = None) -> dict:
         "trained_tokens": None, "seed": body.get("seed"), "estimated_finish": None, "integrations": [],
         "metadata": body.get("metadata"), "suffix": body.get("suffix"),
         "method": body.get("method") or {"type": "dpo" if body.get("objective") == "dpo" else "supervised"},
-        **state, "ftpipe": {**state["ftpipe"], "manifest": manifest_key(job.tenant, job.job_id)},
+        **state, "ftpipe": {**state["ftpipe"], "manifest": manifest_key(job.tenant, job.job_id),
+                            "source": (body.get("ftpipe") or {}).get("source", "api")},
     }
 
 
@@ -148,7 +151,8 @@ def create_job(body: CreateJob, request: Request, tenant: str = Depends(tenant_o
 
 
 def _own_job(request: Request, tenant: str, job_id: str) -> JobRequest:
-    found = request.app.state.api.jobs.get(tenant, job_id)
+    api = request.app.state.api
+    found = api.jobs.get(tenant, job_id) or bucket_job(api, tenant, job_id)
     if found is None:
         raise not_found("fine-tuning job", job_id)
     return found
@@ -158,6 +162,7 @@ def _own_job(request: Request, tenant: str, job_id: str) -> JobRequest:
 def list_jobs(request: Request, after: str | None = None, limit: int = Query(20, ge=1, le=100),
               tenant: str = Depends(tenant_of)) -> dict:
     api = request.app.state.api
+    register_bucket_jobs(api, tenant)
     page, has_more = api.jobs.page(tenant, after, limit)
     return {"object": "list", "data": [job_object(api, job) for job in page], "has_more": has_more}
 

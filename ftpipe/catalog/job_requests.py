@@ -1,8 +1,10 @@
-"""Fine-tuning jobs created through the API: what was asked, as the tenant asked it.
+"""Fine-tuning jobs as the API lists them: what was asked, as the tenant asked it.
 
 The job itself is the landing zone's job folder and its Dagster runs; this row keeps what the OpenAI job
 object shows that neither holds (the file ids, ``suffix``, ``metadata``), and the content key under which an
-identical request finds the job that already trained it.
+identical request finds the job that already trained it. A job uploaded straight to the bucket gets a row the
+first time the API sees its folder (``ftpipe_api.bucket_jobs``), with the manifest's file names for file ids
+and no content key; its id is its folder's name, unique only within the tenant.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from ftpipe.catalog.db import CatalogTable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS job_requests (
-    job_id          VARCHAR PRIMARY KEY,
+    job_id          VARCHAR NOT NULL,
     tenant          VARCHAR NOT NULL,
     created_at      TIMESTAMPTZ NOT NULL,
     model           VARCHAR NOT NULL,
     training_file   VARCHAR NOT NULL,
     validation_file VARCHAR,
     request         JSON NOT NULL,
-    content_key     VARCHAR NOT NULL
+    content_key     VARCHAR NOT NULL,
+    PRIMARY KEY (tenant, job_id)
 );
 """
 
@@ -51,8 +54,23 @@ class JobRequests(CatalogTable):
         return f"ftjob-{uuid.uuid4().hex[:24]}"
 
     def add(self, job: JobRequest) -> None:
+        """The API's own job; it replaces the row of a bucket job the API may have seen in its folder first."""
+        self._insert("INSERT OR REPLACE", job)
+
+    def add_if_absent(self, job: JobRequest) -> None:
+        """A job seen in the bucket: never replaces what is known of it (two readers may see it at once)."""
+        self._insert("INSERT OR IGNORE", job)
+
+    def ids(self, tenant: str) -> set[str]:
+        if not self.db_path.exists():
+            return set()
         with self._connect() as con:
-            con.execute("INSERT INTO job_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            return {row[0] for row in con.execute("SELECT job_id FROM job_requests WHERE tenant = ?",
+                                                  [tenant]).fetchall()}
+
+    def _insert(self, verb: str, job: JobRequest) -> None:
+        with self._connect() as con:
+            con.execute(f"{verb} INTO job_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [job.job_id, job.tenant, job.created_at, job.model, job.training_file, job.validation_file,
                          json.dumps(job.request), job.content_key])
 
