@@ -53,7 +53,10 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
             f"{report['n_golden']} general questions (`{report['golden_set_digest'][:12]}`). Intervals are "
             f"{report['confidence_level']:.0%} intervals from resampling the examples, the two models in pairs."
             f"\n\n{summary}\n{table}\n\n![training and validation loss]({CURVE_FILE})\n")
-    publish(store, tenant, job, "eval_report.json", json.dumps(report, indent=2))
+    # The tenant's copy names the base model by id and holds no platform paths.
+    published = {**{k: v for k, v in report.items() if k != "adapter_dir"},
+                 "base_model": adapter["base_model"]["model_id"]}
+    publish(store, tenant, job, "eval_report.json", json.dumps(published, indent=2))
     return Output({**adapter, "eval": report}, metadata={
         **reported, "report": MetadataValue.md(table), "golden_set_digest": report["golden_set_digest"],
         "n_golden": report["n_golden"], "loss_curve": MetadataValue.md(as_markdown(curve))})

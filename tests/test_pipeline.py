@@ -78,7 +78,10 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
     assert "95% interval" in report and "Validation loss on the held-out split" in report
     assert "![training and validation loss](loss_curve.png)" in report
     assert store.read_bytes(results_key("acme", "support-v1", "loss_curve.png")).startswith(b"\x89PNG")
-    smoke = json.loads(store.read_bytes(results_key("acme", "support-v1", "eval_report.json")))["smoke"]
+    published = store.read_bytes(results_key("acme", "support-v1", "eval_report.json")).decode()
+    assert local_resources["artifacts"].root not in published and tiny_model.path not in published  # no paths
+    assert json.loads(published)["base_model"] == "ftpipe/tiny-llama"
+    smoke = json.loads(published)["smoke"]
     assert smoke["passed"] and all(s["tuned_stopped"] for s in smoke["samples"])
     assert "Smoke generation" in report
     validation = store.read_bytes(results_key("acme", "support-v1", "validation.md")).decode()
