@@ -1,12 +1,13 @@
 """Choose and configure every resource from the environment, so that deployments switch without code changes.
 
-    FTPIPE_HOME          local state root (default: <repo>/.ftpipe)
+    FTPIPE_HOME          local state root (default: <repo>/.ftpipe in a checkout, else ~/.ftpipe)
     FTPIPE_LANDING_URL   landing zone: a folder or s3://bucket/prefix (default: $FTPIPE_HOME/landing)
     FTPIPE_S3_ENDPOINT_URL, AWS_REGION   S3-compatible endpoint and region (credentials: the usual AWS variables)
     FTPIPE_ARTIFACTS     platform storage for snapshots, caches, checkpoints, adapters (default: $FTPIPE_HOME/artifacts)
-    FTPIPE_MODEL_CACHE   built-in base models (default: <repo>/.cache/models, kept apart from per-demo state)
+    FTPIPE_MODEL_CACHE   built-in base models (default: <repo>/.cache/models, kept apart from per-demo state;
+                         ~/.cache/ftpipe/models where installed from a wheel)
     FTPIPE_CATALOG       DuckDB catalog file (default: $FTPIPE_HOME/catalog.duckdb)
-    FTPIPE_TENANTS       platform tenant configuration (default: <repo>/tenants.yaml)
+    FTPIPE_TENANTS       platform tenant configuration (default: <repo>/tenants.yaml, else $FTPIPE_HOME/tenants.yaml)
     FTPIPE_TRAINER_BACKEND  local (a subprocess, default) or kubernetes (a pod per trainer, docs/kubernetes.md)
     FTPIPE_TRAINER_IMAGE, FTPIPE_K8S_NAMESPACE, FTPIPE_K8S_SERVICE_ACCOUNT   the trainer pod's image and placement
     FTPIPE_ARTIFACTS_CLAIM, FTPIPE_MODEL_CACHE_CLAIM   PVCs mounted in the pod at FTPIPE_ARTIFACTS / FTPIPE_MODEL_CACHE
@@ -26,14 +27,22 @@ from resources.platform import PlatformResource
 from resources.trainer import TrainerLauncherResource
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# A checkout (make demo, make test) keeps its state beside the code; installed from a wheel, the code's parent is
+# site-packages, and the state goes to the user's home.
+CHECKOUT = REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else None
 
 
 def ftpipe_home() -> Path:
-    return Path(os.environ.get("FTPIPE_HOME", REPO_ROOT / ".ftpipe"))
+    return Path(os.environ.get("FTPIPE_HOME", (CHECKOUT or Path.home()) / ".ftpipe"))
 
 
 def tenants_file() -> str:
-    return os.environ.get("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))
+    return os.environ.get("FTPIPE_TENANTS", str((CHECKOUT or ftpipe_home()) / "tenants.yaml"))
+
+
+def model_cache() -> str:
+    default = CHECKOUT / ".cache" / "models" if CHECKOUT else Path.home() / ".cache" / "ftpipe" / "models"
+    return os.environ.get("FTPIPE_MODEL_CACHE", str(default))
 
 
 def resources_from_env() -> dict:
@@ -47,7 +56,7 @@ def resources_from_env() -> dict:
         ),
         "artifacts": ArtifactStoreResource(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
         "io_manager": TenantIOManager(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
-        "base_models": BaseModelsResource(cache_dir=env("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models")),
+        "base_models": BaseModelsResource(cache_dir=model_cache(),
                                           tenants_file=tenants_file()),
         "catalog": CatalogResource(path=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
         "platform": PlatformResource(tenants_file=tenants_file()),
@@ -59,6 +68,6 @@ def resources_from_env() -> dict:
             artifacts_claim=env("FTPIPE_ARTIFACTS_CLAIM"),
             artifacts_mount=env("FTPIPE_ARTIFACTS", str(home / "artifacts")),
             model_cache_claim=env("FTPIPE_MODEL_CACHE_CLAIM"),
-            model_cache_mount=env("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models")),
+            model_cache_mount=model_cache(),
         ),
     }
