@@ -62,7 +62,7 @@ def main() -> None:
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
     from ftpipe.basemodel.registry import BaseModelRegistry
-    from ftpipe_cli.submit import default_manifest, submit_job
+    from ftpipe.submission import default_manifest, submit_job
     from partitions.tenant_jobs import tenant_jobs_partitions
     from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
     from sensors.uploads import upload_sensor

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dagster import Config, DefaultScheduleStatus, OpExecutionContext, ScheduleDefinition, job, op
 
-from ftpipe_cli.adapters import change_status, retire_deprecated
+from ftpipe.catalog.lifecycle import change_status, retire_deprecated
 from ftpipe.training.retention import apply_retention
 from ftpipe_cli.delete_tenant import delete_tenant
 from resources import (

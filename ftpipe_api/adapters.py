@@ -18,7 +18,7 @@ from ftpipe.evaluation.gates import GateError, evaluate_gates, parse_gates, with
 from ftpipe.evaluation.intervals import Estimate
 from ftpipe_api.auth import tenant_of
 from ftpipe_api.errors import ApiError, not_found
-from ftpipe_cli.adapters import change_status
+from ftpipe.catalog.lifecycle import change_status
 
 router = APIRouter(tags=["adapters"])
 

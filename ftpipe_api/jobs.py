@@ -31,7 +31,7 @@ from ftpipe_api.events import job_events, page
 from ftpipe_api.files import own_file
 from ftpipe_api.idempotency import idempotent
 from ftpipe_api.requests import CreateJob, manifest_fields
-from ftpipe_cli.submit import submit_job
+from ftpipe.submission import submit_job
 from sensors.job_state import ACTIVE, STATUS_FILE, JobState, job_runs, job_state
 
 router = APIRouter(prefix="/v1/fine_tuning/jobs", tags=["fine-tuning jobs"])

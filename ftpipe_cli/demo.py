@@ -21,7 +21,7 @@ from ftpipe import synthetic
 from ftpipe.landing import manifest_key
 from ftpipe.objectstore import ObjectStore
 from ftpipe_cli.status import FINISHED, JobStatus, job_statuses
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from resources.settings import REPO_ROOT
 from sensors.run_tags import JOB_TAG, TENANT_TAG
 

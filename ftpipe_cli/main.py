@@ -14,7 +14,7 @@ def _resources():
 
 
 def cmd_submit(args) -> int:
-    from ftpipe_cli.submit import submit_paths
+    from ftpipe.submission import submit_paths
 
     store = _resources()["landing"].store()
     key = submit_paths(store, args.tenant, args.job, Path(args.data), Path(args.manifest) if args.manifest else None,
@@ -98,7 +98,7 @@ def cmd_adapters(args) -> int:
 
 
 def cmd_set_status(args) -> int:
-    from ftpipe_cli.adapters import change_status
+    from ftpipe.catalog.lifecycle import change_status
 
     res = _resources()
     record = change_status(res["catalog"].adapters(), args.adapter_id, args.status, res["base_models"].registry(),

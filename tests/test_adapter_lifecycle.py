@@ -74,7 +74,7 @@ def test_the_same_change_as_a_dagster_job(home):
 def test_deprecated_adapters_lose_their_files_after_the_grace_period_but_keep_their_row(home, tmp_path):
     from datetime import timedelta
 
-    from ftpipe_cli.adapters import retire_deprecated
+    from ftpipe.catalog.lifecycle import retire_deprecated
 
     root, registry = home
     now = datetime.now(timezone.utc)

@@ -437,7 +437,7 @@ def test_a_failure_the_platform_will_resume_reads_queued_and_a_final_one_failed(
 
 
 def test_jobs_uploaded_to_the_bucket_are_listed_and_read_beside_the_apis_own(platform):
-    from ftpipe_cli.submit import default_manifest, submit_job
+    from ftpipe.submission import default_manifest, submit_job
 
     client = platform.client("acme")
     api_job = client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(client).id)

@@ -13,7 +13,7 @@ from dagster import (
 
 from ft_assets.definitions import build_defs
 from ftpipe import synthetic
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from resources import CatalogResource, TrainerLauncherResource
 from sensors.failures import failure_reason, meter_lost_attempt, resume_failed_runs
 from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)

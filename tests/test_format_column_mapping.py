@@ -11,7 +11,7 @@ from ftpipe import synthetic
 from ftpipe.data.columns import ColumnMapping
 from ftpipe.landing import results_key
 from ftpipe.manifest import ManifestError, parse_manifest
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from tests.helpers.formats import validate, write_rows
 
 MAPPING = ColumnMapping({"messages": "dialogue", "role": "speaker", "content": "utterance"},

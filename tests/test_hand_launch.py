@@ -14,7 +14,7 @@ from dagster._core.test_utils import create_run_for_test
 
 from ftpipe import synthetic
 from ftpipe.objectstore import LocalObjectStore
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from resources import ArtifactStoreResource, CatalogResource, PlatformResource
 from resources.run_coordinator import LaunchRefused
 from sensors.failures import resume_failed_runs

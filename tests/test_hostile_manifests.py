@@ -15,7 +15,7 @@ import pytest
 from dagster import build_sensor_context, instance_for_test
 
 from ftpipe.landing import results_key
-from ftpipe_cli.submit import submit_job
+from ftpipe.submission import submit_job
 from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
 from sensors.uploads import upload_sensor
 

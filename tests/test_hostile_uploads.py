@@ -19,7 +19,7 @@ from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.definitions import build_defs
 from ftpipe import synthetic
 from ftpipe.landing import results_key
-from ftpipe_cli.submit import submit_job
+from ftpipe.submission import submit_job
 from resources import LandingZoneResource
 from sensors.failures import failure_reason
 from sensors.uploads import upload_sensor

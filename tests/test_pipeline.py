@@ -10,7 +10,7 @@ from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.definitions import build_defs
 from ftpipe import synthetic
 from ftpipe.landing import results_key
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from partitions.keys import partition_key
 from sensors.failures import failure_reason, resume_failed_runs
 from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)

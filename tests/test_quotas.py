@@ -10,7 +10,7 @@ from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ftpipe import synthetic
 from ftpipe.landing import results_key
 from ftpipe.metering.ledger import UsageRecord
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
 from sensors.failures import failure_reason
 from sensors.uploads import upload_sensor

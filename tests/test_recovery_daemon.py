@@ -29,7 +29,7 @@ from ftpipe import synthetic
 from ftpipe.metering.ledger import UsageLedger
 from ftpipe.objectstore import LocalObjectStore
 from ftpipe_cli.demo import start_daemon, stop_daemon
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from partitions.tenant_jobs import tenant_jobs_partitions
 from sensors.run_tags import ATTEMPT_TAG, TENANT_TAG
 from tests.helpers.daemon_home import repo_configs, use_daemon_home

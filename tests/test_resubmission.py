@@ -21,7 +21,7 @@ from dagster import build_sensor_context, instance_for_test
 import sensors.uploads
 from ftpipe.landing import job_file_key, manifest_key, rejected_name_key, results_key
 from ftpipe.objectstore import LocalObjectStore, S3ObjectStore, UnsafeObject
-from ftpipe_cli.submit import submit_job
+from ftpipe.submission import submit_job
 from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
 from sensors.uploads import upload_sensor
 

@@ -97,7 +97,7 @@ def test_several_runs_at_once_write_to_postgres(pg_url, tmp_path, platform_file,
 
     from ftpipe import synthetic
     from ftpipe.objectstore import LocalObjectStore
-    from ftpipe_cli.submit import default_manifest, submit_job
+    from ftpipe.submission import default_manifest, submit_job
 
     monkeypatch.setenv("DAGSTER_PG_URL", pg_url)
     home = tmp_path / "dagster_home"

@@ -16,7 +16,7 @@ from ft_assets.datasets import raw_dataset, tokenized_dataset, validated_dataset
 from ft_assets.training import adapter, pool_calibration
 from ftpipe import synthetic
 from ftpipe.landing import results_key, statement_key
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from partitions.keys import partition_key
 from resources import TrainerLauncherResource
 from sensors.failures import failure_reason, meter_lost_attempt

@@ -14,7 +14,7 @@ from dagster_graphql import DagsterGraphQLClient, DagsterGraphQLClientError
 from ft_assets.definitions import ASSETS, defs
 from ftpipe import synthetic
 from ftpipe.objectstore import LocalObjectStore
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from partitions.tenant_jobs import tenant_jobs_partitions
 from tests.helpers.webserver import instigator_states, running_webserver
 

@@ -4,7 +4,7 @@ import boto3
 from dagster import SensorResult, build_sensor_context, instance_for_test
 
 from ftpipe.landing import manifest_key, results_key
-from ftpipe_cli.submit import default_manifest, submit_job
+from ftpipe.submission import default_manifest, submit_job
 from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
 from sensors.uploads import upload_sensor
 

@@ -1,4 +1,4 @@
-"""Upload a job to the landing zone the way tenants do: data first, manifest last."""
+"""A job into the landing zone the way tenants upload it: data first, manifest last (the CLI, the API, the demo)."""
 
 from __future__ import annotations
 
