@@ -8,7 +8,7 @@ from dagster import Config, DefaultScheduleStatus, OpExecutionContext, ScheduleD
 
 from ftpipe.catalog.lifecycle import change_status, retire_deprecated
 from ftpipe.training.retention import apply_retention
-from ftpipe_cli.delete_tenant import delete_tenant
+from ft_assets.tenant_deletion import delete_tenant
 from resources import (
     ArtifactStoreResource,
     BaseModelsResource,

@@ -128,7 +128,7 @@ def cmd_usage(args) -> int:
 def cmd_delete_tenant(args) -> int:
     from dagster import DagsterInstance
 
-    from ftpipe_cli.delete_tenant import delete_tenant
+    from ft_assets.tenant_deletion import delete_tenant
 
     if not args.yes:
         print(f"ftpipe: this deletes everything of tenant {args.tenant}: uploads, reports, caches, checkpoints, "

@@ -341,7 +341,7 @@ def test_a_tenant_over_its_rate_limit_is_told_when_to_retry(platform):
 
 def test_deleting_a_tenant_erases_its_keys_files_and_jobs_and_no_one_elses(platform, local_resources):
     from ftpipe.artifacts import ArtifactLayout
-    from ftpipe_cli.delete_tenant import delete_tenant
+    from ft_assets.tenant_deletion import delete_tenant
 
     acme, initech = platform.client("acme"), platform.client("initech")
     acme.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(acme).id)

@@ -8,7 +8,7 @@ from dagster._core.test_utils import create_run_for_test
 from ftpipe.artifacts import ArtifactLayout
 from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.objectstore import LocalObjectStore, S3ObjectStore
-from ftpipe_cli.delete_tenant import TenantBusy, delete_tenant
+from ft_assets.tenant_deletion import TenantBusy, delete_tenant
 from sensors.run_tags import TENANT_TAG
 
 
