@@ -14,11 +14,11 @@ from pathlib import Path
 from fastapi import APIRouter, Depends, Request
 
 from ftpipe.catalog.adapters import AdapterRecord, RegistryError
+from ftpipe.catalog.lifecycle import change_status
 from ftpipe.evaluation.gates import GateError, evaluate_gates, parse_gates, with_derived_metrics
 from ftpipe.evaluation.intervals import Estimate
 from ftpipe_api.auth import tenant_of
 from ftpipe_api.errors import ApiError, not_found
-from ftpipe.catalog.lifecycle import change_status
 
 router = APIRouter(tags=["adapters"])
 

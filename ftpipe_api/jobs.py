@@ -22,6 +22,7 @@ from ft_assets.partition import publish
 from ftpipe.admission import admit
 from ftpipe.catalog.job_requests import JobRequest
 from ftpipe.landing import api_file_key, manifest_key, results_key
+from ftpipe.submission import submit_job
 from ftpipe.training.autoconfig import learning_rate
 from ftpipe_api.auth import tenant_of
 from ftpipe_api.bucket_jobs import bucket_job, register_bucket_jobs
@@ -31,7 +32,6 @@ from ftpipe_api.events import job_events, page
 from ftpipe_api.files import own_file
 from ftpipe_api.idempotency import idempotent
 from ftpipe_api.requests import CreateJob, manifest_fields
-from ftpipe.submission import submit_job
 from sensors.job_state import ACTIVE, STATUS_FILE, JobState, job_runs, job_state
 
 router = APIRouter(prefix="/v1/fine_tuning/jobs", tags=["fine-tuning jobs"])

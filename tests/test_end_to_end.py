@@ -46,7 +46,7 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
     (home / "landing/tenants/initech/jobs/link").mkdir(parents=True)
     (home / "landing/tenants/initech/jobs/link/manifest.yaml").symlink_to(REPO_ROOT / "tenants.yaml")
     lines = []
-    rows = {r.tenant: r for r in run_demo(store, registry, DemoScale(), timeout_s=600,
+    rows = {r.tenant: r for r in run_demo(store, registry, DemoScale(), timeout_s=1200,
                                           progress=lines.append)}
 
     assert rows["acme"].status == "SUCCESS", "\n".join(lines)

@@ -96,7 +96,7 @@ def test_a_lost_host_a_failed_launch_and_bad_data_each_end_as_they_should(tmp_pa
     daemon = start_daemon(log)
     try:
         with running_webserver(webserver_env, log=home / "webserver.log") as port, DagsterInstance.get() as instance:
-            _wait("acme's first checkpoint", lambda: _checkpoint(home, "acme"), 300, log)
+            _wait("acme's first checkpoint", lambda: _checkpoint(home, "acme"), 600, log)
             (lost,) = _runs(instance, "acme")
             assert lost.status == DagsterRunStatus.STARTED
             # The host goes: the daemon and every process under it (code server, run worker, trainer) at once.
@@ -128,7 +128,7 @@ def test_a_lost_host_a_failed_launch_and_bad_data_each_end_as_they_should(tmp_pa
                         and all(r.is_finished for rs in runs.values() for r in rs))
                 return runs if done else None
 
-            runs = _wait("every job to end", all_done, 480, log, interval=2)
+            runs = _wait("every job to end", all_done, 1000, log, interval=2)
             ui_runs = {t: runs_of(port, f"{t}__{j}") for t, j in (("acme", "long"), ("initech", "flaky"),
                                                                    ("globex", "broken"))}
             checks = {key: check_executions(port, "validated_dataset", "schema", key)
