@@ -55,8 +55,7 @@ def register_bucket_jobs(api, tenant: str) -> None:
 def _register(api, tenant: str, job: str, info: ObjectInfo) -> None:
     manifest = _manifest(api.store, info)
     runs = job_runs(api.instance, tenant, job)
-    created = (datetime.fromtimestamp(runs[0].create_timestamp.timestamp(), tz=timezone.utc) if runs
-               else datetime.now(timezone.utc))
+    created = runs[0].create_timestamp.astimezone(timezone.utc) if runs else datetime.now(timezone.utc)
     api.jobs.add_if_absent(JobRequest(
         job, tenant, created, manifest.base_model if manifest else "",
         manifest.dataset if manifest else "", manifest.eval_dataset if manifest else None,

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from ftpipe.data.tokenize import tokenize_frame
-from ftpipe.training.checkpoints import CheckpointArea
+from ftpipe.training.checkpoints import CheckpointArea, step_of
 from ftpipe.training.runner import TRAINING_RESULT, completed_training, run_training, save_completed
 from ftpipe.training.spec import TrainJobSpec
 
@@ -181,7 +181,7 @@ def test_early_stopping_stops_before_max_steps_and_counts_as_completed(tiny_mode
     assert result.eval_history == [p for p in best_run[1].eval_history if p[0] <= stop]
     assert _same_weights(result.adapter_dir, best_run[1].adapter_dir)
     # No checkpoint of the stopping step, though one was due: resuming from it would train on past the stop.
-    committed = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "early" / "checkpoints").glob("checkpoint-*"))
+    committed = sorted(step_of(p) for p in (tmp_path / "early" / "checkpoints").glob("checkpoint-*"))
     assert committed == [stop - 2 * spec.save_steps, stop - spec.save_steps]
 
     save_completed(spec, result)
