@@ -81,7 +81,7 @@ def main() -> None:
                        {"train.jsonl": b'{"prompt": "q", "completion": "a"}\n'}, default_manifest("train.jsonl"))
         resources = {"landing": landing, "platform": PlatformResource(tenants_file=str(platform_file)),
                      "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-                     "catalog": CatalogResource(path=str(tmp / "catalog.duckdb"))}
+                     "catalog": CatalogResource(location=str(tmp / "catalog.duckdb"))}
         coordinator = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["run_coordinator"]
         slots = sum(p["slots"] for p in yaml.safe_load(platform_file.read_text())["pools"].values())
         coordinator["config"]["max_concurrent_runs"] = slots

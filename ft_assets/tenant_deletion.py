@@ -74,9 +74,9 @@ def delete_tenant(tenant: str, instance: DagsterInstance, store: ObjectStore, la
     report = DeletionReport(tenant)
     # The registry and the serving files first: from here on the fleet no longer loads the tenant's adapters.
     report.adapters = registry.delete_tenant(tenant)
-    report.api_keys = ApiKeys(registry.db_path).delete_tenant(tenant)
+    report.api_keys = ApiKeys(registry.location).delete_tenant(tenant)
     for table in (TenantFiles, JobRequests, IdempotencyKeys):
-        table(registry.db_path).delete_tenant(tenant)
+        table(registry.location).delete_tenant(tenant)
     rewrite_from_registry(registry, serving_dir)
     report.landing_objects = store.delete_prefix(f"tenants/{tenant}/")
     tenant_dir = layout.tenant_dir(tenant)

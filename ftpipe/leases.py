@@ -6,8 +6,8 @@ pinned to them with ``CUDA_VISIBLE_DEVICES`` and two runs never share a device. 
 its run's GPU work ends, however it ends; a lease whose holder is dead (the run finished without
 releasing it, or its worker process is gone) is reclaimed by the next claim on the pool.
 
-The leases live in the catalog file; one process holds it at a time (``ftpipe.catalog.db``), so reading
-what is free and claiming it cannot interleave with another claim.
+The leases live in the catalog; a claim holds the pool's lock for its transaction (``ftpipe.catalog.db``),
+so reading what is free and claiming it cannot interleave with another claim on the same pool.
 """
 
 from __future__ import annotations
@@ -20,19 +20,6 @@ from datetime import datetime, timezone
 from typing import Callable, Iterator
 
 from ftpipe.catalog.db import CatalogTable
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS device_leases (
-    pool         VARCHAR NOT NULL,
-    device       INTEGER NOT NULL,
-    run_id       VARCHAR NOT NULL,
-    host         VARCHAR NOT NULL,
-    pid          INTEGER NOT NULL,
-    acquired_at  TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (pool, device)
-);
-"""
-
 
 class NoFreeDevices(RuntimeError):
     """More runs hold the pool than it has devices: its slots in dagster.yaml disagree with tenants.yaml,
@@ -63,13 +50,13 @@ def process_is_gone(lease: Lease) -> bool:
 
 
 class DeviceLeases(CatalogTable):
-    SCHEMA = _SCHEMA
 
     def acquire(self, pool: str, devices_in_pool: int, count: int, run_id: str,
                 is_dead: Callable[[Lease], bool] = process_is_gone) -> list[int]:
         """Claim ``count`` devices of ``pool`` for ``run_id`` (the lowest free ids), reclaiming dead leases
         first. A run that already holds devices of the pool gets the same ones back."""
         with self._connect() as con:
+            con.lock(f"device_leases:{pool}")
             held = [Lease(*row) for row in con.execute(
                 "SELECT pool, device, run_id, host, pid, acquired_at FROM device_leases WHERE pool = ?",
                 [pool]).fetchall()]
@@ -88,7 +75,8 @@ class DeviceLeases(CatalogTable):
             claimed = free[:count]
             now = datetime.now(timezone.utc)
             for device in claimed:
-                con.execute("INSERT INTO device_leases VALUES (?, ?, ?, ?, ?, ?)",
+                con.execute("INSERT INTO device_leases (pool, device, run_id, host, pid, acquired_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
                             [pool, device, run_id, socket.gethostname(), os.getpid(), now])
         return claimed
 
@@ -97,7 +85,7 @@ class DeviceLeases(CatalogTable):
             con.execute("DELETE FROM device_leases WHERE run_id = ?", [run_id])
 
     def held(self, pool: str | None = None) -> list[Lease]:
-        if not self.db_path.exists():
+        if not self._exists():
             return []
         with self._connect() as con:
             rows = con.execute("SELECT pool, device, run_id, host, pid, acquired_at FROM device_leases"

@@ -23,7 +23,7 @@ bucket directly (``ftpipe submit`` or any S3 client), where no such copy is made
 @dataclass
 class ApiContext:
     store: ObjectStore
-    catalog_path: str
+    catalog_location: str
     artifacts_root: str
     platform: PlatformConfig
     base_models: BaseModelRegistry
@@ -34,7 +34,7 @@ class ApiContext:
 
     @classmethod
     def from_resources(cls, resources: dict, instance_factory, **kwargs) -> "ApiContext":
-        return cls(store=resources["landing"].store(), catalog_path=resources["catalog"].path,
+        return cls(store=resources["landing"].store(), catalog_location=resources["catalog"].location,
                    artifacts_root=resources["artifacts"].root,
                    platform=resources["platform"].config(), base_models=resources["base_models"].registry(),
                    instance_factory=instance_factory, **kwargs)
@@ -45,20 +45,20 @@ class ApiContext:
 
     @property
     def keys(self) -> ApiKeys:
-        return ApiKeys(self.catalog_path)
+        return ApiKeys(self.catalog_location)
 
     @property
     def files(self) -> TenantFiles:
-        return TenantFiles(self.catalog_path)
+        return TenantFiles(self.catalog_location)
 
     @property
     def jobs(self) -> JobRequests:
-        return JobRequests(self.catalog_path)
+        return JobRequests(self.catalog_location)
 
     @property
     def idempotency(self) -> IdempotencyKeys:
-        return IdempotencyKeys(self.catalog_path)
+        return IdempotencyKeys(self.catalog_location)
 
     @property
     def adapters(self) -> AdapterRegistry:
-        return AdapterRegistry(self.catalog_path)
+        return AdapterRegistry(self.catalog_location)

@@ -198,6 +198,22 @@ def _ensure_tiny_model(registry) -> Path:
     return path
 
 
+def cmd_catalog_migrate(args) -> int:
+    """Run before a new version's pods start (a deployment's pre-upgrade step): processes also migrate on
+    first use, but a deployment that migrates first never has two versions racing to."""
+    from ftpipe.catalog.db import open_backend
+
+    backend = open_backend(_resources()["catalog"].location)
+    before, applied = backend.migrate()
+    if not applied:
+        print(f"catalog {backend.location}: up to date (schema version {before})")
+        return 0
+    print(f"catalog {backend.location}: schema version {before} -> {applied[-1].version}")
+    for migration in applied:
+        print(f"  {migration.version}: {migration.name}")
+    return 0
+
+
 def cmd_base_model(args) -> int:
     _ensure_tiny_model(_resources()["base_models"].registry())
     return 0
@@ -259,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     k = keys.add_parser("revoke", help="revoke a key at once")
     k.add_argument("key_id")
     p.set_defaults(func=cmd_api_keys)
+    p = sub.add_parser("catalog", help="the platform's catalog (registry, ledger, leases, API state)")
+    actions = p.add_subparsers(dest="action", required=True)
+    actions.add_parser("migrate", help="bring the catalog's schema up to date (DuckDB file or PostgreSQL)")
+    p.set_defaults(func=cmd_catalog_migrate)
     p = sub.add_parser("base-model", help="build the built-in tiny base model into the model cache, if not built")
     p.set_defaults(func=cmd_base_model)
     p = sub.add_parser("demo", help="seed three tenants, run their jobs through the daemon, print the outcome")

@@ -8,19 +8,20 @@ from ftpipe.metering.ledger import UsageLedger
 
 
 class CatalogResource(ConfigurableResource):
-    """The DuckDB catalog: the adapter registry, the GPU usage ledger, the device leases and the API's keys,
-    files and job requests."""
+    """The catalog: the adapter registry, the GPU usage ledger, the device leases and the API's keys,
+    files and job requests, in a DuckDB file or on PostgreSQL (``ftpipe.catalog.db``)."""
 
-    path: str = Field(description="DuckDB database file")
+    location: str = Field(description="a DuckDB database file, or a postgresql:// URL (the password in PGPASSWORD, "
+                                      "not here; ?schema=NAME for a schema other than ftpipe)")
 
     def adapters(self) -> AdapterRegistry:
-        return AdapterRegistry(self.path)
+        return AdapterRegistry(self.location)
 
     def ledger(self) -> UsageLedger:
-        return UsageLedger(self.path)
+        return UsageLedger(self.location)
 
     def leases(self) -> DeviceLeases:
-        return DeviceLeases(self.path)
+        return DeviceLeases(self.location)
 
     def api_keys(self) -> ApiKeys:
-        return ApiKeys(self.path)
+        return ApiKeys(self.location)

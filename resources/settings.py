@@ -6,7 +6,7 @@
     FTPIPE_ARTIFACTS     platform storage for snapshots, caches, checkpoints, adapters (default: $FTPIPE_HOME/artifacts)
     FTPIPE_MODEL_CACHE   built-in base models (default: <repo>/.cache/models, kept apart from per-demo state;
                          ~/.cache/ftpipe/models where installed from a wheel)
-    FTPIPE_CATALOG       DuckDB catalog file (default: $FTPIPE_HOME/catalog.duckdb)
+    FTPIPE_CATALOG       the catalog: a DuckDB file (default: $FTPIPE_HOME/catalog.duckdb) or a postgresql:// URL
     FTPIPE_TENANTS       platform tenant configuration (default: <repo>/tenants.yaml, else $FTPIPE_HOME/tenants.yaml)
     FTPIPE_TRAINER_BACKEND  local (a subprocess, default) or kubernetes (a pod per trainer, docs/kubernetes.md)
     FTPIPE_TRAINER_IMAGE, FTPIPE_K8S_NAMESPACE, FTPIPE_K8S_SERVICE_ACCOUNT   the trainer pod's image and placement
@@ -58,7 +58,7 @@ def resources_from_env() -> dict:
         "io_manager": TenantIOManager(root=env("FTPIPE_ARTIFACTS", str(home / "artifacts"))),
         "base_models": BaseModelsResource(cache_dir=model_cache(),
                                           tenants_file=tenants_file()),
-        "catalog": CatalogResource(path=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
+        "catalog": CatalogResource(location=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
         "platform": PlatformResource(tenants_file=tenants_file()),
         "trainer": TrainerLauncherResource(
             backend=env("FTPIPE_TRAINER_BACKEND", "local"),

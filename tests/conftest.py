@@ -60,10 +60,30 @@ def local_resources(tmp_path, platform_file) -> dict:
         "artifacts": ArtifactStoreResource(root=str(tmp_path / "artifacts")),
         "io_manager": TenantIOManager(root=str(tmp_path / "artifacts")),
         "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-        "catalog": CatalogResource(path=str(tmp_path / "catalog.duckdb")),
+        "catalog": CatalogResource(location=str(tmp_path / "catalog.duckdb")),
         "platform": PlatformResource(tenants_file=str(platform_file)),
         "trainer": TrainerLauncherResource(),
     }
+
+
+@pytest.fixture
+def postgres_catalog() -> str:
+    """A catalog on the local PostgreSQL, in a schema of its own (dropped after the test)."""
+    from ftpipe.catalog.postgres_backend import PostgresBackend
+    from tests.helpers.postgres import fresh_catalog_url, require_postgres
+
+    require_postgres()
+    url = fresh_catalog_url()
+    yield url
+    PostgresBackend(url).drop()
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def catalog_at(request, tmp_path) -> str:
+    """Where a catalog test keeps its catalog: each such test runs on both backends."""
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_catalog")
+    return str(tmp_path / "catalog.duckdb")
 
 
 @pytest.fixture(scope="session")

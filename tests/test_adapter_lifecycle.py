@@ -14,10 +14,11 @@ from tests.test_serving_gate import _adapter
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch, tiny_model):
+def home(tmp_path, monkeypatch, tiny_model, catalog_at):
     monkeypatch.setenv("FTPIPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("FTPIPE_TENANTS", str(REPO_ROOT / "tenants.yaml"))
-    registry = AdapterRegistry(tmp_path / "home" / "catalog.duckdb")
+    monkeypatch.setenv("FTPIPE_CATALOG", catalog_at)
+    registry = AdapterRegistry(catalog_at)
     for adapter_id, kwargs in (("acme--good--1", {}), ("acme--dora--2", {"use_dora": True})):
         path = _adapter(tiny_model, tmp_path / adapter_id, **kwargs)
         registry.register(AdapterRecord(
@@ -61,7 +62,7 @@ def test_cli_promotes_deprecates_and_keeps_the_vllm_files_in_step(home, capsys):
 
 def test_the_same_change_as_a_dagster_job(home):
     root, registry = home
-    resources = {"catalog": CatalogResource(path=str(root / "catalog.duckdb")),
+    resources = {"catalog": CatalogResource(location=str(registry.location)),
                  "artifacts": ArtifactStoreResource(root=str(root / "artifacts")),
                  "base_models": BaseModelsResource(cache_dir=str(REPO_ROOT / ".cache" / "models")),
                  "platform": PlatformResource(tenants_file=str(REPO_ROOT / "tenants.yaml"))}

@@ -14,6 +14,7 @@ from ftpipe.catalog.api_keys import ApiKeys
 from ftpipe.landing import manifest_key
 from ftpipe_api.app import create_app
 from ftpipe_api.context import ApiContext
+from resources import CatalogResource
 from sensors.run_tags import FINETUNE_JOB
 from sensors.status_files import status_files
 from sensors.uploads import upload_sensor
@@ -58,8 +59,11 @@ class Platform:
 
 
 @pytest.fixture
-def platform(local_resources, tiny_model):
-    keys = ApiKeys(local_resources["catalog"].path)
+def platform(request, local_resources, tiny_model):
+    if getattr(request, "param", "duckdb") == "postgres":  # tests of the API's own tables run on both backends
+        catalog = CatalogResource(location=request.getfixturevalue("postgres_catalog"))
+        local_resources = {**local_resources, "catalog": catalog}
+    keys = ApiKeys(local_resources["catalog"].location)
     tokens = {tenant: keys.issue(tenant, "test")[1] for tenant in ("acme", "initech")}
     # The production coordinator: a queued run is cancelled by leaving the queue.
     with instance_for_test(overrides={"run_coordinator": {"module": "dagster._core.run_coordinator",
@@ -168,6 +172,7 @@ def test_another_tenants_files_and_jobs_answer_404_and_a_key_is_needed(platform)
     assert acme.files.content(uploaded.id).content == GOOD.encode()
 
 
+@pytest.mark.parametrize("platform", ["duckdb", "postgres"], indirect=True)
 def test_the_same_idempotency_key_returns_the_same_job_and_another_body_is_refused(platform):
     client = platform.client("acme")
     uploaded = _upload(client)
@@ -284,6 +289,7 @@ def test_the_openapi_page_lists_every_route(platform):
     assert httpx.get(f"{platform.url}/docs").status_code == 200
 
 
+@pytest.mark.parametrize("platform", ["duckdb", "postgres"], indirect=True)
 def test_concurrent_requests_with_one_idempotency_key_make_one_job(platform):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -306,7 +312,7 @@ def test_concurrent_requests_with_one_idempotency_key_make_one_job(platform):
 def test_api_keys_are_issued_listed_and_revoked_from_the_cli(platform, local_resources, monkeypatch, capsys):
     from ftpipe_cli.main import main
 
-    monkeypatch.setenv("FTPIPE_CATALOG", local_resources["catalog"].path)
+    monkeypatch.setenv("FTPIPE_CATALOG", local_resources["catalog"].location)
     assert main(["api-keys", "create", "--tenant", "acme", "--name", "ci"]) == 0
     token = capsys.readouterr().out.split()[-1]
     key_id = token.split("_")[1]
@@ -339,6 +345,7 @@ def test_a_tenant_over_its_rate_limit_is_told_when_to_retry(platform):
     assert platform.client("acme").files.list().data == []  # another tenant is not slowed
 
 
+@pytest.mark.parametrize("platform", ["duckdb", "postgres"], indirect=True)
 def test_deleting_a_tenant_erases_its_keys_files_and_jobs_and_no_one_elses(platform, local_resources):
     from ftpipe.artifacts import ArtifactLayout
     from ft_assets.tenant_deletion import delete_tenant
@@ -390,6 +397,7 @@ def test_a_tenant_may_overrule_its_own_gates_but_not_the_platforms_and_only_on_i
     assert [m.id for m in acme.models.list()] == ["ftpipe/tiny-llama"]
 
 
+@pytest.mark.parametrize("platform", ["duckdb", "postgres"], indirect=True)
 def test_jobs_are_listed_newest_first_a_page_at_a_time(platform):
     client = platform.client("acme")
     file_id = _upload(client).id
@@ -436,6 +444,7 @@ def test_a_failure_the_platform_will_resume_reads_queued_and_a_final_one_failed(
     assert polled.error.message == "validation found 1 error(s) in the upload"
 
 
+@pytest.mark.parametrize("platform", ["duckdb", "postgres"], indirect=True)
 def test_jobs_uploaded_to_the_bucket_are_listed_and_read_beside_the_apis_own(platform):
     from ftpipe.submission import default_manifest, submit_job
 

@@ -21,8 +21,8 @@ from resources import CatalogResource, PlatformResource, TrainerLauncherResource
 from tests.helpers.lease_claim import claim
 
 
-def test_claims_are_disjoint_and_a_run_gets_its_own_devices_back(tmp_path):
-    leases = DeviceLeases(tmp_path / "catalog.duckdb")
+def test_claims_are_disjoint_and_a_run_gets_its_own_devices_back(catalog_at):
+    leases = DeviceLeases(catalog_at)
     assert leases.acquire("h100x4", 8, 4, "run-a") == [0, 1, 2, 3]
     assert leases.acquire("h100x4", 8, 4, "run-b") == [4, 5, 6, 7]
     assert leases.acquire("h100x4", 8, 4, "run-a") == [0, 1, 2, 3]  # a retried step of the same run
@@ -33,8 +33,8 @@ def test_claims_are_disjoint_and_a_run_gets_its_own_devices_back(tmp_path):
     assert leases.acquire("h100x4", 8, 4, "run-c") == [0, 1, 2, 3]
 
 
-def test_concurrent_claims_from_separate_processes_never_share_a_device(tmp_path):
-    db = str(tmp_path / "catalog.duckdb")
+def test_concurrent_claims_from_separate_processes_never_share_a_device(catalog_at):
+    db = catalog_at
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     workers = [context.Process(target=claim, args=(db, f"run-{n}", queue)) for n in range(10)]
@@ -49,8 +49,8 @@ def test_concurrent_claims_from_separate_processes_never_share_a_device(tmp_path
     assert len(refused) == 2 and all("0 of 8 are free" in m for m in refused), results
 
 
-def test_a_lease_whose_worker_died_is_reclaimed(tmp_path):
-    db = str(tmp_path / "catalog.duckdb")
+def test_a_lease_whose_worker_died_is_reclaimed(catalog_at):
+    db = catalog_at
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     # A worker claims the pool's only device and dies without releasing it.
@@ -71,7 +71,7 @@ def test_a_runs_gpu_process_is_pinned_to_its_leased_devices_and_the_lease_ends_w
     platform_file.write_text(
         "default_pool: quad\npools:\n  quad: {gpu: cpu, gpu_memory_gb: 8, gpus_per_slot: 2, slots: 2, "
         "peak_tflops: 1}\ntiers:\n  premium: {priority: 10}\n")
-    catalog = CatalogResource(path=str(tmp_path / "catalog.duckdb"))
+    catalog = CatalogResource(location=str(tmp_path / "catalog.duckdb"))
     seen = {}
 
     @asset

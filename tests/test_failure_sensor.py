@@ -53,7 +53,7 @@ def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources,
         assert (usage.run_id, usage.attempt, usage.category, usage.billable) == (run.run_id, 1, "lost", False)
         assert usage.reason == "the trainer process ended without reporting how (killed, or its node lost)"
         # A run worker that died before it could write: the sensor meters the attempt, and only once.
-        other = CatalogResource(path=str(tmp_path / "other.duckdb"))
+        other = CatalogResource(location=str(tmp_path / "other.duckdb"))
         lost = meter_lost_attempt(instance, run, resources["platform"], other)
         assert lost is not None and lost.category == "lost" and not lost.billable
         assert meter_lost_attempt(instance, run, resources["platform"], other) is None

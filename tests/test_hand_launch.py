@@ -109,7 +109,7 @@ def test_a_launch_with_nothing_to_run_is_refused_before_it_queues(home, tags, as
         skipped = resume_failed_runs(build_run_status_sensor_context(
             sensor_name=resume_failed_runs.name, dagster_instance=instance, dagster_run=refused, dagster_event=event,
             resources={"platform": PlatformResource(tenants_file=str(platform_file)),
-                       "catalog": CatalogResource(path=str(tmp_path / "c.duckdb")),
+                       "catalog": CatalogResource(location=str(tmp_path / "c.duckdb")),
                        "artifacts": ArtifactStoreResource(root=str(tmp_path / "a"))}).for_run_failure())
         assert isinstance(skipped, SkipReason) and "refused at launch" in skipped.skip_message
         # Another tenant's launch still goes through.

@@ -138,7 +138,7 @@ def _tick(landing: Path, platform_file: Path, instance, cursor=None):
     resources = {"landing": LandingZoneResource(url=str(landing)),
                  "platform": PlatformResource(tenants_file=str(platform_file)),
                  "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-                 "catalog": CatalogResource(path=str(platform_file.parent / "catalog.duckdb"))}
+                 "catalog": CatalogResource(location=str(platform_file.parent / "catalog.duckdb"))}
     return upload_sensor(build_sensor_context(instance=instance, resources=resources, cursor=cursor))
 
 

@@ -99,7 +99,7 @@ def test_a_tick_over_random_manifests_still_queues_the_good_job(tiny_model, tmp_
     platform.write_text(yaml.safe_dump(CONFIG.model_dump(mode="json")))
     resources = {"landing": LandingZoneResource(url=str(root)), "platform": PlatformResource(tenants_file=str(platform)),
                  "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-                 "catalog": CatalogResource(path=str(root / "catalog.duckdb"))}
+                 "catalog": CatalogResource(location=str(root / "catalog.duckdb"))}
     with instance_for_test() as instance:
         result = upload_sensor(build_sensor_context(instance=instance, resources=resources))
     assert "good__ok" in [r.partition_key for r in result.run_requests]

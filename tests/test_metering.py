@@ -50,8 +50,8 @@ def test_an_attempt_belongs_to_the_month_it_started_in():
                                        datetime(2027, 1, 1, tzinfo=timezone.utc))
 
 
-def test_the_ledger_records_an_attempt_once(tmp_path):
-    ledger = UsageLedger(tmp_path / "catalog.duckdb")
+def test_the_ledger_records_an_attempt_once(catalog_at):
+    ledger = UsageLedger(catalog_at)
     first = _attempt("run-1", outcome="lost")
     assert ledger.record(first)
     # A duplicate event, even one that disagrees (the sensor's late estimate), never adds or changes a row.

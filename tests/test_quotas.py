@@ -36,7 +36,7 @@ def test_a_used_up_hard_quota_refuses_at_the_sensor_and_a_soft_one_queues_flagge
     platform_file = tmp_path / "tenants.yaml"
     platform_file.write_text(PLATFORM.replace("QUOTA", "1"))
     landing = LandingZoneResource(url=str(tmp_path / "landing"))
-    catalog = CatalogResource(path=str(tmp_path / "catalog.duckdb"))
+    catalog = CatalogResource(location=str(tmp_path / "catalog.duckdb"))
     _used(catalog, "initech", 1.0)
     _used(catalog, "globex", 1.5)
     store = landing.store()

@@ -39,7 +39,7 @@ class Sensor:
         self.instance, self.cursor, self.logs = instance, cursor, []
         self.resources = {"landing": landing, "platform": PlatformResource(tenants_file=str(platform_file)),
                           "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-                          "catalog": CatalogResource(path=str(platform_file.parent / "catalog.duckdb"))}
+                          "catalog": CatalogResource(location=str(platform_file.parent / "catalog.duckdb"))}
 
     def tick(self):
         context = build_sensor_context(instance=self.instance, resources=self.resources, cursor=self.cursor)

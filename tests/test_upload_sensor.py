@@ -12,7 +12,7 @@ from sensors.uploads import upload_sensor
 def _tick(instance, landing, platform_file, cursor=None) -> SensorResult:
     resources = {"landing": landing, "platform": PlatformResource(tenants_file=str(platform_file)),
                  "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-                 "catalog": CatalogResource(path=str(platform_file.parent / "catalog.duckdb"))}
+                 "catalog": CatalogResource(location=str(platform_file.parent / "catalog.duckdb"))}
     return upload_sensor(build_sensor_context(instance=instance, resources=resources, cursor=cursor))
 
 

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 from dagster import materialize
 
 from ft_assets.serving import vllm_serving_config
-from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry
+from ftpipe.catalog.adapters import AdapterRecord
 from ftpipe.catalog.vllm import serving_configs, write_serving_configs
 from resources import ArtifactStoreResource, CatalogResource
 
@@ -41,9 +41,9 @@ def test_files_per_base_model_and_a_base_with_nothing_promoted_is_dropped(tmp_pa
 
 
 def test_the_asset_writes_what_the_registry_holds(tmp_path):
-    catalog = CatalogResource(path=str(tmp_path / "catalog.duckdb"))
+    catalog = CatalogResource(location=str(tmp_path / "catalog.duckdb"))
     for record in RECORDS:
-        AdapterRegistry(catalog.path).register(record)
+        catalog.adapters().register(record)
     artifacts = ArtifactStoreResource(root=str(tmp_path / "artifacts"))
     result = materialize([vllm_serving_config], resources={"catalog": catalog, "artifacts": artifacts})
     assert result.success

@@ -18,16 +18,6 @@ from datetime import datetime
 from ftpipe.catalog.db import CatalogTable
 from partitions.keys import validate_name
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id      VARCHAR PRIMARY KEY,
-    tenant      VARCHAR NOT NULL,
-    name        VARCHAR NOT NULL,
-    digest      VARCHAR NOT NULL,
-    created_at  TIMESTAMPTZ NOT NULL,
-    revoked_at  TIMESTAMPTZ
-);
-"""
 _KEY = re.compile(r"ftp_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 
 
@@ -49,22 +39,20 @@ def _digest(token: str) -> str:
 
 
 class ApiKeys(CatalogTable):
-    SCHEMA = _SCHEMA
-
     def issue(self, tenant: str, name: str = "") -> tuple[ApiKey, str]:
         """A new key for ``tenant``: its record and the key itself, which is not stored and cannot be shown again."""
         validate_name("tenant", tenant)
         key_id = secrets.token_hex(6)
         token = f"ftp_{key_id}_{secrets.token_urlsafe(32)}"
         with self._connect() as con:
-            con.execute("INSERT INTO api_keys VALUES (?, ?, ?, ?, now(), NULL)",
+            con.execute("INSERT INTO api_keys (key_id, tenant, name, digest, created_at) VALUES (?, ?, ?, ?, now())",
                         [key_id, tenant, name[:200], _digest(token)])
         return self.get(key_id), token
 
     def tenant_of(self, token: str) -> str | None:
         """The tenant an active key belongs to; None for anything else (malformed, unknown, revoked)."""
         match = _KEY.fullmatch(token) if isinstance(token, str) else None
-        if not match or not self.db_path.exists():
+        if not match or not self._exists():
             return None
         with self._connect() as con:
             row = con.execute("SELECT tenant, digest, revoked_at FROM api_keys WHERE key_id = ?",
@@ -85,17 +73,15 @@ class ApiKeys(CatalogTable):
         return found[0]
 
     def list(self, tenant: str | None = None) -> list[ApiKey]:
-        if not self.db_path.exists():
+        if not self._exists():
             return []
         return self._select("WHERE tenant = ?", [tenant]) if tenant else self._select("", [])
 
     def delete_tenant(self, tenant: str) -> int:
-        if not self.db_path.exists():
+        if not self._exists():
             return 0
         with self._connect() as con:
-            n = con.execute("SELECT count(*) FROM api_keys WHERE tenant = ?", [tenant]).fetchone()[0]
-            con.execute("DELETE FROM api_keys WHERE tenant = ?", [tenant])
-        return n
+            return len(con.execute("DELETE FROM api_keys WHERE tenant = ? RETURNING key_id", [tenant]).fetchall())
 
     def _select(self, where: str, params: list) -> list[ApiKey]:
         with self._connect() as con:

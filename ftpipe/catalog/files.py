@@ -12,19 +12,6 @@ from datetime import datetime
 
 from ftpipe.catalog.db import CatalogTable
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tenant_files (
-    file_id     VARCHAR PRIMARY KEY,
-    tenant      VARCHAR NOT NULL,
-    filename    VARCHAR NOT NULL,
-    purpose     VARCHAR NOT NULL,
-    bytes       BIGINT NOT NULL,
-    sha256      VARCHAR NOT NULL,
-    objective   VARCHAR,
-    created_at  TIMESTAMPTZ NOT NULL,
-    deleted_at  TIMESTAMPTZ
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -42,8 +29,6 @@ class TenantFile:
 
 
 class TenantFiles(CatalogTable):
-    SCHEMA = _SCHEMA
-
     @staticmethod
     def new_file_id() -> str:
         return f"file-{uuid.uuid4().hex[:24]}"
@@ -51,7 +36,8 @@ class TenantFiles(CatalogTable):
     def add(self, file_id: str, tenant: str, filename: str, purpose: str, size: int, sha256: str,
             objective: str | None) -> TenantFile:
         with self._connect() as con:
-            con.execute("INSERT INTO tenant_files VALUES (?, ?, ?, ?, ?, ?, ?, now(), NULL)",
+            con.execute("INSERT INTO tenant_files (file_id, tenant, filename, purpose, bytes, sha256, objective, "
+                        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, now())",
                         [file_id, tenant, filename, purpose, size, sha256, objective])
         return self.get(tenant, file_id)
 
@@ -70,12 +56,12 @@ class TenantFiles(CatalogTable):
         return self.get(tenant, file_id) is None
 
     def delete_tenant(self, tenant: str) -> None:
-        if self.db_path.exists():
+        if self._exists():
             with self._connect() as con:
                 con.execute("DELETE FROM tenant_files WHERE tenant = ?", [tenant])
 
     def _select(self, where: str, params: list) -> list[TenantFile]:
-        if not self.db_path.exists():
+        if not self._exists():
             return []
         with self._connect() as con:
             rows = con.execute(f"SELECT file_id, tenant, filename, purpose, bytes, sha256, objective, created_at, "

@@ -15,18 +15,6 @@ from dataclasses import dataclass
 
 from ftpipe.catalog.db import CatalogTable
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    tenant          VARCHAR NOT NULL,
-    key             VARCHAR NOT NULL,
-    request_digest  VARCHAR NOT NULL,
-    claim           VARCHAR NOT NULL,
-    status_code     INTEGER,
-    response        JSON,
-    created_at      TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (tenant, key)
-);
-"""
 MAX_KEY_CHARS = 255
 
 
@@ -52,12 +40,11 @@ class InProgress:
 
 
 class IdempotencyKeys(CatalogTable):
-    SCHEMA = _SCHEMA
-
     def claim(self, tenant: str, key: str, request_digest: str) -> Claimed | Replay | Mismatch | InProgress:
         claim = uuid.uuid4().hex
         with self._connect() as con:
-            con.execute("INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, NULL, NULL, now()) ON CONFLICT DO NOTHING",
+            con.execute("INSERT INTO idempotency_keys (tenant, key, request_digest, claim, created_at) "
+                        "VALUES (?, ?, ?, ?, now()) ON CONFLICT DO NOTHING",
                         [tenant, key, request_digest, claim])
             # The row as it stands after the insert: ours if it was new, the first request's otherwise.
             digest, holder, status, response = con.execute(
@@ -80,6 +67,6 @@ class IdempotencyKeys(CatalogTable):
                         [tenant, key])
 
     def delete_tenant(self, tenant: str) -> None:
-        if self.db_path.exists():
+        if self._exists():
             with self._connect() as con:
                 con.execute("DELETE FROM idempotency_keys WHERE tenant = ?", [tenant])

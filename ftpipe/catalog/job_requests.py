@@ -11,24 +11,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from ftpipe.catalog.db import CatalogTable
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS job_requests (
-    job_id          VARCHAR NOT NULL,
-    tenant          VARCHAR NOT NULL,
-    created_at      TIMESTAMPTZ NOT NULL,
-    model           VARCHAR NOT NULL,
-    training_file   VARCHAR NOT NULL,
-    validation_file VARCHAR,
-    request         JSON NOT NULL,
-    content_key     VARCHAR NOT NULL,
-    PRIMARY KEY (tenant, job_id)
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -45,9 +32,10 @@ class JobRequest:
     """Digest of the training data, the resolved manifest and the base model's weights."""
 
 
-class JobRequests(CatalogTable):
-    SCHEMA = _SCHEMA
+_COLUMNS = tuple(f.name for f in fields(JobRequest))
 
+
+class JobRequests(CatalogTable):
     @staticmethod
     def new_job_id() -> str:
         # A valid job name (a-z, 0-9, '-'), so the id is also the job's folder and partition.
@@ -55,22 +43,24 @@ class JobRequests(CatalogTable):
 
     def add(self, job: JobRequest) -> None:
         """The API's own job; it replaces the row of a bucket job the API may have seen in its folder first."""
-        self._insert("INSERT OR REPLACE", job)
+        self._insert(job, "ON CONFLICT (tenant, job_id) DO UPDATE SET "
+                     + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c not in ("tenant", "job_id")))
 
     def add_if_absent(self, job: JobRequest) -> None:
         """A job seen in the bucket: never replaces what is known of it (two readers may see it at once)."""
-        self._insert("INSERT OR IGNORE", job)
+        self._insert(job, "ON CONFLICT DO NOTHING")
 
     def ids(self, tenant: str) -> set[str]:
-        if not self.db_path.exists():
+        if not self._exists():
             return set()
         with self._connect() as con:
             return {row[0] for row in con.execute("SELECT job_id FROM job_requests WHERE tenant = ?",
                                                   [tenant]).fetchall()}
 
-    def _insert(self, verb: str, job: JobRequest) -> None:
+    def _insert(self, job: JobRequest, on_conflict: str) -> None:
         with self._connect() as con:
-            con.execute(f"{verb} INTO job_requests VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            con.execute(f"INSERT INTO job_requests ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+                        + on_conflict,
                         [job.job_id, job.tenant, job.created_at, job.model, job.training_file, job.validation_file,
                          json.dumps(job.request), job.content_key])
 
@@ -94,15 +84,15 @@ class JobRequests(CatalogTable):
         return self._select("WHERE tenant = ? AND content_key = ?", [tenant, content_key])
 
     def delete_tenant(self, tenant: str) -> None:
-        if self.db_path.exists():
+        if self._exists():
             with self._connect() as con:
                 con.execute("DELETE FROM job_requests WHERE tenant = ?", [tenant])
 
     def _select(self, where: str, params: list, order: str = "ORDER BY created_at",
                 limit: int | None = None) -> list[JobRequest]:
-        if not self.db_path.exists():
+        if not self._exists():
             return []
         with self._connect() as con:
-            rows = con.execute(f"SELECT * FROM job_requests {where} {order}"
+            rows = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM job_requests {where} {order}"
                                + (f" LIMIT {int(limit)}" if limit else ""), params).fetchall()
         return [JobRequest(*row[:6], json.loads(row[6]), row[7]) for row in rows]

@@ -1,4 +1,4 @@
-"""The GPU usage ledger: one DuckDB row per training attempt, written once.
+"""The GPU usage ledger: one catalog row per training attempt, written once.
 
 An attempt is one run of a tenant job (a resumed or retried job is a new run, with the next attempt
 number). The row's key is the run id, and ``record`` ignores a second write of the same run: the training
@@ -14,27 +14,6 @@ from datetime import datetime, timedelta, timezone
 
 from ftpipe.catalog.db import CatalogTable
 from ftpipe.metering.classify import classify
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS gpu_usage (
-    run_id              VARCHAR PRIMARY KEY,
-    tenant              VARCHAR NOT NULL,
-    job                 VARCHAR NOT NULL,
-    attempt             INTEGER NOT NULL,
-    pool                VARCHAR NOT NULL,
-    gpus                INTEGER NOT NULL,
-    price_per_gpu_hour  DOUBLE NOT NULL,
-    started_at          TIMESTAMPTZ NOT NULL,
-    ended_at            TIMESTAMPTZ NOT NULL,
-    gpu_seconds         DOUBLE NOT NULL,
-    outcome             VARCHAR NOT NULL,
-    category            VARCHAR NOT NULL,
-    billable            BOOLEAN NOT NULL,
-    reason              VARCHAR,
-    month               VARCHAR NOT NULL
-);
-"""
-
 
 @dataclass(frozen=True)
 class UsageRecord:
@@ -86,40 +65,37 @@ def month_bounds(month: str) -> tuple[datetime, datetime]:
 
 
 class UsageLedger(CatalogTable):
-    SCHEMA = _SCHEMA
 
     def record(self, usage: UsageRecord) -> bool:
         """Write an attempt's usage; False (and nothing written) when that run is already recorded."""
         names = [f.name for f in fields(UsageRecord)]
         with self._connect() as con:
-            # One process holds the file while connected, so the check and the insert cannot interleave.
-            if con.execute("SELECT 1 FROM gpu_usage WHERE run_id = ?", [usage.run_id]).fetchone():
-                return False
-            con.execute(f"INSERT INTO gpu_usage ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                        [asdict(usage)[n] for n in names])
-        return True
+            written = con.execute(f"INSERT INTO gpu_usage ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+                                  "ON CONFLICT DO NOTHING RETURNING run_id", [asdict(usage)[n] for n in names]).fetchone()
+        return written is not None
 
     def has(self, run_id: str) -> bool:
         return bool(self.records(run_id=run_id))
 
     def records(self, month: str | None = None, tenant: str | None = None,
                 run_id: str | None = None) -> list[UsageRecord]:
-        if not self.db_path.exists():
+        if not self._exists():
             return []
         where, params = [], []
         for column, value in (("month", month), ("tenant", tenant), ("run_id", run_id)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        sql = "SELECT * FROM gpu_usage" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY started_at"
+        names = [f.name for f in fields(UsageRecord)]
+        sql = (f"SELECT {', '.join(names)} FROM gpu_usage" + (f" WHERE {' AND '.join(where)}" if where else "")
+               + " ORDER BY started_at, run_id")
         with self._connect() as con:
             rows = con.execute(sql, params).fetchall()
-            cols = [d[0] for d in con.description]
-        return [UsageRecord(**dict(zip(cols, row))) for row in rows]
+        return [UsageRecord(*row) for row in rows]
 
     def charged_hours(self, month: str) -> dict[str, float]:
         """Billable GPU-hours per tenant in a month: what quotas are measured against."""
-        if not self.db_path.exists():
+        if not self._exists():
             return {}
         with self._connect() as con:
             rows = con.execute("SELECT tenant, sum(gpu_seconds) / 3600 FROM gpu_usage WHERE month = ? AND billable "

@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from ftpipe.catalog.db import connect
+from ftpipe.catalog.duckdb_backend import connect
 
 
 def open_at(db: str, start_at: float, queue) -> None:
