@@ -43,6 +43,13 @@ Methods of both stores (``ObjectStore``):
     Every entry under ``prefix`` with its kind, links and special files included, so that a caller can tell a
     tenant "your manifest.yaml is a symbolic link" instead of ignoring the file. A link to a folder is
     reported itself and never descended into (also when it is a folder on the way to ``prefix``).
+``list_children(prefix)``
+    The entries right under the folder ``prefix`` (ending in '/'): sub-folders as kind ``"folder"`` (S3's
+    common prefixes), the rest as ``list`` reports them. What is below a sub-folder is not looked at.
+``list_page(prefix, start_after="", limit=1000)``
+    ``list(prefix)`` in installments: up to ``limit`` entries whose keys sort after ``start_after``, in key
+    order, and whether more follow. On S3 it costs a request per 1,000 keys listed, whatever the prefix
+    holds beyond them; locally the folders before ``start_after`` are skipped unread.
 ``read_bytes(key, max_bytes=None)``, ``download(key, dest, max_bytes=None)``
     The object's content, or a copy of it at ``dest`` streamed in 1 MiB blocks. ``FileNotFoundError`` when
     nothing is at ``key``; ``UnsafeObject``; ``ObjectTooLarge``.
@@ -83,7 +90,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # device become the process's controlling terminal.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
-FILE, SYMLINK, HARDLINK, SPECIAL = "file", "symlink", "hardlink", "special"
+FILE, SYMLINK, HARDLINK, SPECIAL, FOLDER = "file", "symlink", "hardlink", "special", "folder"
 
 
 class ObjectExists(FileExistsError):
@@ -119,7 +126,8 @@ class ObjectInfo:
     """Changes whenever the object's content changes (S3 ETag; size and mtime for a local file, and for a
     local entry that is not a plain file also its link count and kind)."""
     kind: str = FILE
-    """"file", "symlink", "hardlink" (a regular file with more than one name) or "special"."""
+    """"file", "symlink", "hardlink" (a regular file with more than one name), "special", or "folder" (only
+    from ``list_children``)."""
     modified: str = ""
     """S3's LastModified (UTC, ISO 8601): unlike the ETag it changes when identical bytes are uploaded again.
     Empty locally, where ``version`` already changes on every write."""
@@ -129,6 +137,8 @@ class ObjectStore(Protocol):
     url: str
 
     def list(self, prefix: str) -> list[ObjectInfo]: ...
+    def list_children(self, prefix: str) -> list[ObjectInfo]: ...
+    def list_page(self, prefix: str, start_after: str = "", limit: int = 1000) -> tuple[list[ObjectInfo], bool]: ...
     def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes: ...
     def download(self, key: str, dest: str | Path, max_bytes: int | None = None) -> None: ...
     def write_bytes(self, key: str, data: bytes, overwrite: bool = False) -> None: ...
@@ -152,8 +162,13 @@ def _check_key(key: str) -> str:
 
 def _check_prefix(prefix: str) -> str:
     if not prefix.endswith("/"):
-        raise ValueError(f"a prefix to delete must name a folder (end in '/'): {prefix!r}")
+        raise ValueError(f"a prefix must name a folder (end in '/'): {prefix!r}")
     return _check_key(prefix.rstrip("/"))
+
+
+def _listing_order(info: ObjectInfo) -> str:
+    """A folder sorts as the keys below it do (``a.b`` < ``a/x`` < ``a0``): the order of S3's listing."""
+    return info.key + "/" if info.kind == FOLDER else info.key
 
 
 def _utc(when: datetime) -> str:
@@ -427,6 +442,48 @@ class LocalObjectStore:
             os.close(dfd)
         return sorted(out, key=lambda info: info.key)
 
+    def list_children(self, prefix: str) -> list[ObjectInfo]:
+        folder = _check_prefix(prefix)
+        try:
+            dfd = self._open_dirs(prefix, folder.split("/"))
+        except FileNotFoundError:
+            return []
+        except _Blocked as blocked:
+            kind = _kind(blocked.st)
+            return [ObjectInfo(blocked.path, blocked.st.st_size, _version(blocked.st, kind), kind)]
+        out: list[ObjectInfo] = []
+        try:
+            try:
+                with os.scandir(dfd) as it:
+                    entries = list(it)
+            except PermissionError:  # a tenant's chmod hides its own folder, never stops the caller
+                return []
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except (FileNotFoundError, PermissionError):
+                    continue
+                key = f"{folder}/{entry.name}"
+                if st_.S_ISDIR(st.st_mode):
+                    out.append(ObjectInfo(key, 0, "", FOLDER))
+                elif not entry.name.startswith(_TMP_PREFIX):
+                    kind = _kind(st)
+                    out.append(ObjectInfo(key, st.st_size, _version(st, kind), kind))
+        finally:
+            os.close(dfd)
+        return sorted(out, key=_listing_order)
+
+    def list_page(self, prefix: str, start_after: str = "", limit: int = 1000) -> tuple[list[ObjectInfo], bool]:
+        out: list[ObjectInfo] = []
+        for child in self.list_children(prefix):
+            if child.kind != FOLDER:
+                out += [child] if child.key > start_after else []
+            elif child.key + "/" > start_after or start_after.startswith(child.key + "/"):
+                out += [info for info in self.list(child.key + "/") if info.key > start_after]
+            if len(out) > limit:
+                break
+        return out[:limit], len(out) > limit
+
     def stat(self, key: str) -> ObjectInfo | None:
         """The info of the safe regular file at ``key``; None when nothing is there; else UnsafeObject."""
         try:
@@ -597,10 +654,34 @@ class S3ObjectStore:
         out = []
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
-            for obj in page.get("Contents", []):
-                out.append(ObjectInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["ETag"].strip('"'),
-                                      modified=_utc(obj["LastModified"])))
+            out += [self._info(obj) for obj in page.get("Contents", [])]
         return out
+
+    def list_children(self, prefix: str) -> list[ObjectInfo]:
+        out = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(_check_prefix(prefix)) + "/",
+                                       Delimiter="/"):
+            out += [ObjectInfo(p["Prefix"][len(self.prefix):].rstrip("/"), 0, "", FOLDER)
+                    for p in page.get("CommonPrefixes", [])]
+            out += [self._info(obj) for obj in page.get("Contents", [])]
+        return sorted(out, key=_listing_order)
+
+    def list_page(self, prefix: str, start_after: str = "", limit: int = 1000) -> tuple[list[ObjectInfo], bool]:
+        out: list[ObjectInfo] = []
+        request = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+        if start_after:
+            request["StartAfter"] = self.prefix + start_after
+        while True:
+            page = self.client.list_objects_v2(**request, MaxKeys=min(1000, limit + 1 - len(out)))
+            out += [self._info(obj) for obj in page.get("Contents", [])]
+            if len(out) > limit or not page.get("IsTruncated"):
+                return out[:limit], len(out) > limit
+            request["ContinuationToken"] = page["NextContinuationToken"]
+
+    def _info(self, obj: dict) -> ObjectInfo:
+        return ObjectInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["ETag"].strip('"'),
+                          modified=_utc(obj["LastModified"]))
 
     def _get(self, key: str) -> dict:
         from botocore.exceptions import ClientError

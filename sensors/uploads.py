@@ -27,14 +27,19 @@ Its version is recorded in the cursor before it is looked at, so no manifest is 
 that has spent its time budget leaves the rest for the next tick instead of timing out. When a job queues,
 the ``rejected.md`` of an earlier version is removed, so that it never stands beside the new run's reports.
 
+A tick lists only the tenants' ``jobs/`` folders, each in installments that go on from where the last tick
+stopped (``ftpipe.landing_scan``): its cost does not grow with data files, reports or finished jobs, and a
+tenant with a huge folder delays only its own manifests.
+
 A job folder whose name breaks the naming rules is never read. If only the job name is wrong, the refusal
 goes where the tenant reads it and no valid job's reports can be, ``tenants/{tenant}/results/_rejected/``
-(``ftpipe.landing.rejected_name_key``); if the tenant name is wrong, no key is built from it and the refusal
-is only logged. Either is said once per version of the manifest.
+(``ftpipe.landing.rejected_name_key``), once per version of the manifest; if the tenant name is wrong, the
+tenant's folder is not listed, no key is built from it, and the refusal is logged once.
 
-The cursor is a JSON object with one entry per manifest: ``{"v": listing version, "sha256": digest, "state":
-"queued" | "refused" | "waiting" | "ignored"}``, and for a waiting one ``"since"`` (when the sensor first saw
-that version, epoch seconds) and ``"needs"`` (the missing files by field). Fields an entry does not know are
+The cursor is a JSON object with ``"_sweep"`` (where each tenant's listing goes on) and one entry per
+manifest: ``{"v": listing version, "sha256": digest, "state": "queued" | "refused" | "waiting" | "ignored"}``,
+and for a waiting one ``"since"`` (when the sensor first saw that version, epoch seconds) and ``"needs"``
+(the missing files by field). Fields an entry does not know are
 ignored; an entry that is a plain string (the listing version alone, from before content digests) stands for a
 version already decided, so an upgrade queues nothing again.
 """
@@ -59,16 +64,18 @@ from ftpipe.admission import admit
 from ftpipe.landing import (
     TENANTS_PREFIX,
     job_file_key,
+    manifest_key,
     match_job_key,
     match_manifest_key,
     rejected_name_key,
     results_key,
 )
+from ftpipe.landing_scan import SCAN_BUDGET, Scan, scan
 from ftpipe.manifest import MAX_MANIFEST_BYTES
 from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import FILE, ObjectInfo, ObjectStore, ObjectTooLarge, UnsafeObject
-from partitions.keys import InvalidName, partition_key, validate_name
+from partitions.keys import InvalidName, parse_partition_key, partition_key, validate_name
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     BaseModelsResource,
@@ -85,6 +92,9 @@ DATA_WAIT_SECONDS = 600.0
 """How long a manifest waits for the data files it names, from when the sensor first saw its version."""
 
 QUEUED, REFUSED, WAITING, IGNORED = "queued", "refused", "waiting", "ignored"
+SWEEP_KEY = "_sweep"
+"""The cursor's entry for where each tenant's sweep goes on (``ftpipe.landing_scan``); no key of a manifest
+can start with '_'."""
 
 
 @sensor(job=finetune_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
@@ -94,7 +104,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     config = platform.config()
     registry = base_models.registry()
     known = set(context.instance.get_dynamic_partitions(tenant_jobs_partitions.name))
-    seen = _load_cursor(context.cursor)
+    seen, positions = _load_cursor(context.cursor)
     new_keys: list[str] = []
     requests: list[RunRequest] = []
     listed: set[str] = set()
@@ -102,9 +112,15 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     used_hours: dict[str, float] | None = None  # read from the ledger once per tick, only when needed
     changed: list[tuple[str, str, str, ObjectInfo]] = []
     waiting: list[tuple[str, str, str, ObjectInfo]] = []
-    objects = store.list(TENANTS_PREFIX)
-    present = {obj.key for obj in objects}
-    for obj in objects:
+    found = scan(store, positions, SCAN_BUDGET)
+    for folder in found.invalid:
+        listed.add(folder)
+        if folder not in seen:  # said once, not every tick
+            seen[folder] = {"v": "", "state": IGNORED}
+            context.log.warning(f"ignoring {folder!r}: {_name_problem('tenant', folder[len(TENANTS_PREFIX):])}")
+    for tenant, reason in found.unreadable.items():
+        context.log.warning(f"could not list the jobs of tenant {tenant!r} (the others' go on): {reason}")
+    for obj in found.objects:
         # A job folder that is a link is listed as one entry: refused like a linked manifest, never entered.
         match = match_manifest_key(obj.key) or (match_job_key(obj.key) if obj.kind != FILE else None)
         if match is None:
@@ -180,7 +196,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             _reject(context, store, tenant, job, refusal)
             continue
         entry["state"] = QUEUED
-        if results_key(tenant, job, REJECTED) in present:
+        if _has_refusal(store, tenant, job):
             _remove_old_refusal(context, store, tenant, job)
         if key not in known and key not in new_keys:
             new_keys.append(key)
@@ -193,24 +209,47 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
                   **({OVER_QUOTA_TAG: "soft"} if quota.over_soft_quota else {})},
         ))
     # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and
-    # a job uploaded again after its deletion is new.
-    seen = {key: entry for key, entry in seen.items() if key in listed}
+    # a job uploaded again after its deletion is new. Only what this tick's sweep covered can be known gone.
+    seen = {key: entry for key, entry in seen.items() if key in listed or not _swept_away(key, found)}
     return SensorResult(
-        cursor=json.dumps(seen, sort_keys=True, separators=(",", ":")),
+        cursor=json.dumps({**seen, SWEEP_KEY: found.positions()}, sort_keys=True, separators=(",", ":")),
         run_requests=requests,
         dynamic_partitions_requests=[tenant_jobs_partitions.build_add_request(new_keys)] if new_keys else [],
     )
 
 
-def _load_cursor(cursor: str | None) -> dict[str, dict | str]:
-    """The entries this sensor can read; anything else is forgotten (its manifest is looked at again)."""
+def _load_cursor(cursor: str | None) -> tuple[dict[str, dict | str], dict[str, str]]:
+    """The entries this sensor can read, and where each tenant's sweep goes on; anything else is forgotten
+    (its manifest is looked at again, the tenant's folder swept from the start)."""
     try:
         entries = json.loads(cursor) if cursor else {}
     except ValueError:
-        return {}
+        return {}, {}
     if not isinstance(entries, dict):
-        return {}
-    return {key: entry for key, entry in entries.items() if isinstance(entry, str) or _readable(entry)}
+        return {}, {}
+    positions = entries.pop(SWEEP_KEY, {})
+    if not isinstance(positions, dict):
+        positions = {}
+    return ({key: entry for key, entry in entries.items() if isinstance(entry, str) or _readable(entry)},
+            {t: p for t, p in positions.items() if isinstance(t, str) and isinstance(p, str)})
+
+
+def _swept_away(key: str, found: Scan) -> bool:
+    """True when this tick's scan covered where the manifest (or folder) remembered under ``key`` would be
+    listed, and did not list it."""
+    if key.startswith(TENANTS_PREFIX):  # remembered by its own key: a folder or manifest with an invalid name
+        object_key = key
+        tenant = key[len(TENANTS_PREFIX):].partition("/")[0]
+        if key in found.invalid:
+            return False
+    else:
+        try:
+            tenant, job = parse_partition_key(key)
+        except InvalidName:
+            return True
+        object_key = manifest_key(tenant, job)
+    sweep = found.sweeps.get(tenant)
+    return sweep is None or sweep.covers(object_key)
 
 
 def _readable(entry: object) -> bool:
@@ -291,6 +330,13 @@ def _name_problem(kind: str, name: str) -> str | None:
     except InvalidName as exc:
         return str(exc)
     return None
+
+
+def _has_refusal(store: ObjectStore, tenant: str, job: str) -> bool:
+    try:
+        return store.stat(results_key(tenant, job, REJECTED)) is not None
+    except UnsafeObject:
+        return True  # removed like a refusal: a link is deleted itself, never its target
 
 
 def _remove_old_refusal(context: SensorEvaluationContext, store, tenant: str, job: str) -> None:

@@ -92,3 +92,38 @@ def test_keys_with_nul_backslash_or_long_parts_are_refused(store, key):
         store.write_bytes(key, b"")
     with pytest.raises(ValueError, match="invalid object key"):
         store.read_bytes(key)
+
+
+def test_listing_in_installments_gives_every_key_once_in_the_same_order_on_both_stores(store):
+    # Names that sort differently as folder names and as keys ('a.b' < 'a/x' < 'a0'), and a deeper folder.
+    keys = ["tenants/acme/jobs/a/manifest.yaml", "tenants/acme/jobs/a/train.jsonl", "tenants/acme/jobs/a.b/x",
+            "tenants/acme/jobs/a0/manifest.yaml", "tenants/acme/jobs/a0/deep/er/file", "tenants/acme/jobs/b/y",
+            "tenants/acme/jobs/b0", "tenants/acme/results/a/report.md"]
+    for key in keys:
+        store.write_bytes(key, b"x")
+    everything = [info.key for info in store.list("tenants/acme/jobs/")]
+    assert everything == sorted(k for k in keys if "/jobs/" in k)
+    for limit in (1, 2, 3, 100):
+        seen, start, more = [], "", True
+        while more:
+            page, more = store.list_page("tenants/acme/jobs/", start, limit)
+            assert len(page) <= limit and (page or not more)
+            seen += [info.key for info in page]
+            start = page[-1].key if page else start
+        assert seen == everything, limit
+    after = "tenants/acme/jobs/a0/deep/er/file"  # from inside a folder: the rest of it, then what follows
+    assert [i.key for i in store.list_page("tenants/acme/jobs/", after, 2)[0]] == [
+        "tenants/acme/jobs/a0/manifest.yaml", "tenants/acme/jobs/b/y"]
+    assert store.list_page("tenants/acme/jobs/", "tenants/acme/jobs/b/y", 2) == (
+        [i for i in store.list("tenants/acme/jobs/") if i.key == "tenants/acme/jobs/b0"], False)
+
+
+def test_children_are_the_folders_and_files_right_under_a_prefix(store):
+    for key in ("tenants/acme/jobs/j1/manifest.yaml", "tenants/initech/billing/2026-11.md", "tenants/stray.txt"):
+        store.write_bytes(key, b"x")
+    children = store.list_children("tenants/")
+    assert [(c.key, c.kind) for c in children] == [("tenants/acme", "folder"), ("tenants/initech", "folder"),
+                                                   ("tenants/stray.txt", "file")]
+    assert store.list_children("tenants/nobody/") == []
+    with pytest.raises(ValueError, match="must name a folder"):
+        store.list_children("tenants")

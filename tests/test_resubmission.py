@@ -247,7 +247,8 @@ def test_invalid_names_are_refused_where_the_tenant_reads_once_per_version(landi
             assert sensor.said(f"ignoring {key!r}") == 1
             report = store.read_bytes(rejected_name_key("acme", job)).decode()
             assert f"invalid job name {job!r}" in report and key in report
-        assert sensor.said("ignoring 'tenants/Acme/jobs/x/manifest.yaml': invalid tenant name 'Acme'") == 1
+        # An invalid tenant folder is not even listed: said once, whatever it holds.
+        assert sensor.said("ignoring 'tenants/Acme': invalid tenant name 'Acme'") == 1
         assert [o.key for o in store.list("tenants/")] == sorted(
             [*bad.values(), "tenants/Acme/jobs/x/manifest.yaml", *(rejected_name_key("acme", j) for j in bad),
              manifest_key("initech", "good"), job_file_key("initech", "good", "train.jsonl")])
