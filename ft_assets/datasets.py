@@ -56,7 +56,7 @@ from resources import (
     LandingZoneResource,
     PlatformResource,
 )
-from sensors.run_tags import EXPECTED_SECONDS_TAG, POOL_TAG
+from partitions.run_tags import EXPECTED_SECONDS_TAG, POOL_TAG
 
 
 def _check_job_size(context: AssetExecutionContext, config: PlatformConfig, tenant: str, job: str, estimated_gpu_hours: float, store) -> None:

@@ -30,7 +30,7 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
-from sensors.run_tags import POOL_TAG
+from partitions.run_tags import POOL_TAG
 
 
 @asset(group_name="monitoring", kinds={"lm-eval"},

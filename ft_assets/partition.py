@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, Failure
 from ftpipe.landing import results_key
 from ftpipe.objectstore import ObjectStore
 from partitions.keys import parse_partition_key
-from sensors.run_tags import ERROR_CLASS_TAG, OUTCOME_TAG, outcome_tag_value
+from partitions.run_tags import ERROR_CLASS_TAG, OUTCOME_TAG, outcome_tag_value
 
 USER_ERROR = "user"
 PLATFORM_ERROR = "platform"

@@ -30,7 +30,7 @@ from ftpipe.catalog.vllm import rewrite_from_registry
 from ftpipe.objectstore import ObjectStore
 from partitions.keys import SEPARATOR, validate_name
 from partitions.tenant_jobs import tenant_jobs_partitions
-from sensors.run_tags import TENANT_TAG
+from partitions.run_tags import TENANT_TAG
 
 UNFINISHED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
               DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]

@@ -29,7 +29,7 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
-from sensors.run_tags import ATTEMPT_TAG, EXPECTED_SECONDS_TAG, PREEMPTED_TAG
+from partitions.run_tags import ATTEMPT_TAG, EXPECTED_SECONDS_TAG, PREEMPTED_TAG
 
 
 def _unreported_outcome(context: AssetExecutionContext) -> str:

@@ -12,7 +12,7 @@ from dagster import DagsterEventType, DagsterInstance, EventLogEntry
 from ftpipe.training.progress_line import parse_progress
 from sensors.failures import failure_reason
 from sensors.job_state import job_runs
-from sensors.run_tags import ATTEMPT_TAG
+from partitions.run_tags import ATTEMPT_TAG
 
 _RUN_EVENTS = {
     DagsterEventType.RUN_ENQUEUED: ("info", "Job queued (attempt {attempt})"),

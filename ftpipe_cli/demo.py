@@ -23,7 +23,7 @@ from ftpipe.objectstore import ObjectStore
 from ftpipe_cli.status import FINISHED, JobStatus, job_statuses
 from ftpipe.submission import default_manifest, submit_job
 from resources.settings import REPO_ROOT
-from sensors.run_tags import JOB_TAG, TENANT_TAG
+from partitions.run_tags import JOB_TAG, TENANT_TAG
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ftpipe.catalog.adapters import AdapterRegistry
 from sensors.failures import failure_reason
-from sensors.run_tags import JOB_TAG, TENANT_TAG
+from partitions.run_tags import JOB_TAG, TENANT_TAG
 
 FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 

@@ -32,7 +32,7 @@ from ftpipe.manifest import MAX_MANIFEST_BYTES
 from ftpipe.objectstore import ObjectTooLarge, UnsafeObject
 from partitions.keys import InvalidName, parse_partition_key
 from resources.settings import resources_from_env
-from sensors.run_tags import (
+from partitions.run_tags import (
     ATTEMPT_TAG,
     ERROR_CLASS_TAG,
     FINETUNE_JOB,

@@ -25,9 +25,7 @@ from ft_assets.jobs import finetune_job
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, USER_ERROR
 from ftpipe.metering.classify import LOST
 from ftpipe.metering.ledger import UsageRecord
-from resources import ArtifactStoreResource, CatalogResource, PlatformResource
-from sensors.notifications import run_notice, send
-from sensors.run_tags import (
+from partitions.run_tags import (
     ATTEMPT_TAG,
     ERROR_CLASS_TAG,
     JOB_TAG,
@@ -35,9 +33,11 @@ from sensors.run_tags import (
     POOL_TAG,
     REFUSED_LAUNCH_TAG,
     TENANT_TAG,
-    next_attempt,
     outcome_tag_value,
 )
+from resources import ArtifactStoreResource, CatalogResource, PlatformResource
+from sensors.attempts import next_attempt
+from sensors.notifications import run_notice, send
 
 MAX_ATTEMPTS = 3
 TRAINING_STEP = "adapter"

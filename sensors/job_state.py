@@ -26,7 +26,7 @@ from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.landing import results_key
 from ftpipe.objectstore import ObjectStore
 from sensors.failures import failure_reason, will_resume
-from sensors.run_tags import ATTEMPT_TAG, JOB_TAG, PREEMPTED_TAG, TENANT_TAG
+from partitions.run_tags import ATTEMPT_TAG, JOB_TAG, PREEMPTED_TAG, TENANT_TAG
 
 REJECTED = "rejected.md"
 STATUS_FILE = "status.json"

@@ -16,7 +16,7 @@ from ft_assets.jobs import finetune_job
 from ftpipe.notify.outbox import delivery_id, read_notice
 from ftpipe.notify.webhooks import notify_tenant
 from resources import ArtifactStoreResource, PlatformResource
-from sensors.run_tags import JOB_TAG, MANIFEST_VERSION_TAG, TENANT_TAG
+from partitions.run_tags import JOB_TAG, MANIFEST_VERSION_TAG, TENANT_TAG
 
 
 def run_notice(artifacts: ArtifactStoreResource, run: DagsterRun) -> tuple[str, dict] | None:

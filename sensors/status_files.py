@@ -17,7 +17,7 @@ from ft_assets.partition import publish
 from partitions.keys import InvalidName, validate_name
 from resources import CatalogResource, LandingZoneResource
 from sensors.job_state import STATUS_FILE, job_state
-from sensors.run_tags import FINETUNE_JOB, JOB_TAG, TENANT_TAG
+from partitions.run_tags import FINETUNE_JOB, JOB_TAG, TENANT_TAG
 
 MAX_RUNS_PER_TICK = 500
 

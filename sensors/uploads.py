@@ -84,7 +84,7 @@ from resources import (
     PlatformResource,
 )
 from sensors.job_state import REJECTED, STATUS_FILE, rejected
-from sensors.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, POOL_TAG, run_tags
+from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, POOL_TAG, run_tags
 
 TICK_BUDGET_SECONDS = 30.0
 """Half of Dagster's sensor timeout (60 s): manifests not reached by then wait for the next tick."""

@@ -15,7 +15,7 @@ from ftpipe.landing import manifest_key
 from ftpipe_api.app import create_app
 from ftpipe_api.context import ApiContext
 from resources import CatalogResource
-from sensors.run_tags import FINETUNE_JOB
+from partitions.run_tags import FINETUNE_JOB
 from sensors.status_files import status_files
 from sensors.uploads import upload_sensor
 from tests.helpers.api_server import serving
@@ -410,7 +410,7 @@ def test_jobs_are_listed_newest_first_a_page_at_a_time(platform):
 
 
 def test_a_failure_the_platform_will_resume_reads_queued_and_a_final_one_failed(platform):
-    from sensors.run_tags import ATTEMPT_TAG, ERROR_CLASS_TAG, OUTCOME_TAG
+    from partitions.run_tags import ATTEMPT_TAG, ERROR_CLASS_TAG, OUTCOME_TAG
 
     client = platform.client("acme")
     job = client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(client).id)

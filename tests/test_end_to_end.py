@@ -16,7 +16,7 @@ from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.landing import results_key
 from ftpipe.objectstore import LocalObjectStore
 from ftpipe_cli.demo import DemoScale, run_demo
-from sensors.run_tags import TENANT_TAG
+from partitions.run_tags import TENANT_TAG
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

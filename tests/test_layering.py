@@ -1,8 +1,10 @@
 """The layers: the pure logic (``ftpipe``) knows nothing of Dagster, and nothing below the CLI imports it.
 
     ftpipe_cli                        the operator's commands: may import anything
-    ftpipe_api, ft_assets, sensors,   the services and the Dagster code: never the CLI
-    resources, partitions
+    ftpipe_api, sensors               the services: never the CLI
+    ft_assets                         the assets and jobs: never the sensors (but definitions.py, which
+                                      assembles everything)
+    resources, partitions             resources, partitions and run tags: neither assets nor sensors
     ftpipe (+ partitions.keys)        the training and data logic: never Dagster, nor any layer above
 """
 
@@ -43,6 +45,13 @@ def test_the_core_imports_neither_dagster_nor_any_layer_above_it():
 def test_nothing_but_the_cli_imports_the_cli():
     below = [path for package in PACKAGES if package != "ftpipe_cli" for path in (REPO_ROOT / package).rglob("*.py")]
     assert _violations(below, ("ftpipe_cli",)) == []
+
+
+def test_assets_and_resources_import_no_sensor_and_resources_no_asset():
+    assets = [p for p in (REPO_ROOT / "ft_assets").rglob("*.py") if p.name != "definitions.py"]
+    below = [*(REPO_ROOT / "resources").rglob("*.py"), *(REPO_ROOT / "partitions").rglob("*.py")]
+    assert _violations(assets, ("sensors",)) == []
+    assert _violations(below, ("sensors", "ft_assets")) == []
 
 
 def test_the_scan_sees_lazy_imports(tmp_path):

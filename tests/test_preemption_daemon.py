@@ -22,7 +22,7 @@ from ftpipe.objectstore import LocalObjectStore
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe_cli.demo import start_daemon, stop_daemon
 from ftpipe.submission import default_manifest, submit_job
-from sensors.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
+from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
 from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
 from tests.test_resume import _harness, _weights
 

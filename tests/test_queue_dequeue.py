@@ -16,7 +16,7 @@ from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from ftpipe.tenants import load_platform_config
-from sensors.run_tags import KIND_TAG, MAINTENANCE, POOL_TAG, PRIORITY_TAG, TENANT_JOB, TENANT_TAG, TIER_TAG
+from partitions.run_tags import KIND_TAG, MAINTENANCE, POOL_TAG, PRIORITY_TAG, TENANT_JOB, TENANT_TAG, TIER_TAG
 from tests.helpers.origins import finetune_origin
 
 REPO = Path(__file__).resolve().parents[1]

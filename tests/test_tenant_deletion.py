@@ -9,7 +9,7 @@ from ftpipe.artifacts import ArtifactLayout
 from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.objectstore import LocalObjectStore, S3ObjectStore
 from ft_assets.tenant_deletion import TenantBusy, delete_tenant
-from sensors.run_tags import TENANT_TAG
+from partitions.run_tags import TENANT_TAG
 
 
 def test_deletion_waits_for_the_tenants_unfinished_runs(tmp_path):

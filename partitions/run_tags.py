@@ -1,8 +1,9 @@
-"""Run tags the platform sets: who a run is for, where it runs, and how urgently."""
+"""Run tags the platform sets: who a run is for, where it runs, and how urgently.
+
+Here, below the resources, the assets and the sensors, so that each of them reads the same names and none
+imports another layer for them (``tests/test_layering.py``)."""
 
 from __future__ import annotations
-
-from dagster import DagsterRun, RunRequest
 
 from ftpipe.tenants import PlatformConfig
 
@@ -52,12 +53,3 @@ def run_tags(platform: PlatformConfig, tenant: str, job: str, attempt: int = 1) 
         PRIORITY_TAG: str(platform.tiers[tags[TIER_TAG]].priority),
         ATTEMPT_TAG: str(attempt),
     }
-
-
-def next_attempt(run: DagsterRun, run_key: str, drop: tuple[str, ...] = ()) -> RunRequest:
-    """``run``'s partition again, one attempt later, with its platform tags (pool, tier, priority, ...) less
-    ``drop``: the training step finds the checkpoints of the attempts before it and resumes."""
-    drop = (*drop, OUTCOME_TAG, ERROR_CLASS_TAG)  # the new attempt's outcome is its own
-    tags = {k: v for k, v in run.tags.items() if (k.startswith("ftpipe/") or k == PRIORITY_TAG) and k not in drop}
-    return RunRequest(run_key=run_key, partition_key=run.tags.get(PARTITION_TAG),
-                      tags={**tags, ATTEMPT_TAG: str(int(run.tags.get(ATTEMPT_TAG, "1")) + 1)})
