@@ -5,6 +5,8 @@ from pathlib import Path
 
 import polars as pl
 from dagster import (
+    AllPartitionMapping,
+    AssetDep,
     AssetExecutionContext,
     DefaultScheduleStatus,
     MaterializeResult,
@@ -27,7 +29,9 @@ from resources import (
 )
 
 
-@asset(partitions_def=billing_months, group_name="billing", kinds={"duckdb"})
+# The month's ledger rows are written by the training step of every tenant job (lineage only).
+@asset(partitions_def=billing_months, group_name="billing", kinds={"sql"},
+       deps=[AssetDep("adapter", partition_mapping=AllPartitionMapping())])
 def monthly_billing(context: AssetExecutionContext, catalog: CatalogResource, platform: PlatformResource,
                     artifacts: ArtifactStoreResource, landing: LandingZoneResource) -> MaterializeResult:
     """The month's bill per tenant: ``billing/{month}.csv`` for the platform, and a statement listing every

@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from dagster import (
+    AllPartitionMapping,
+    AssetDep,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
@@ -34,6 +36,7 @@ from partitions.run_tags import POOL_TAG
 
 
 @asset(group_name="monitoring", kinds={"lm-eval"},
+       deps=[AssetDep("registered_adapter", partition_mapping=AllPartitionMapping())],
        check_specs=[AssetCheckSpec("promoted_adapters_hold_up", asset="golden_reevaluation",
                                    description="no promoted adapter moved on the golden set or lost its base model")])
 def golden_reevaluation(context: AssetExecutionContext, catalog: CatalogResource, base_models: BaseModelsResource,

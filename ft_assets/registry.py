@@ -37,7 +37,7 @@ INTERVALS_KEPT = ("holdout_delta", "golden_exact_match_delta", "golden_perplexit
 """Metrics recorded in the catalog with their intervals, beside every score's base and tuned values."""
 
 
-@asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"duckdb"},
+@asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"sql"},
        check_specs=[check_spec("quality_gates", "registered_adapter", blocking=True,
                                description="the platform's and the manifest's quality gates on the evaluation"),
                     check_spec("serving_compatible", "registered_adapter", blocking=True,

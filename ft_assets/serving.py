@@ -3,6 +3,8 @@
 from pathlib import Path
 
 from dagster import (
+    AllPartitionMapping,
+    AssetDep,
     AssetExecutionContext,
     DefaultScheduleStatus,
     MaterializeResult,
@@ -24,7 +26,10 @@ def refresh_serving_files(catalog: CatalogResource, artifacts: ArtifactStoreReso
     return rewrite_from_registry(catalog.adapters(), serving_dir(artifacts))
 
 
-@asset(group_name="serving", kinds={"vllm"})
+# The registry's rows are what it serves; a tenant job's registration changes them (lineage only: the asset
+# reads the catalog, whichever jobs are registered).
+@asset(group_name="serving", kinds={"vllm"},
+       deps=[AssetDep("registered_adapter", partition_mapping=AllPartitionMapping())])
 def vllm_serving_config(context: AssetExecutionContext, catalog: CatalogResource,
                         artifacts: ArtifactStoreResource) -> MaterializeResult:
     """Per base model: ``--max-lora-rank`` and ``--lora-modules`` for vLLM, in ``$FTPIPE_ARTIFACTS/serving/``."""

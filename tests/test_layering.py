@@ -75,6 +75,18 @@ def test_definitions_load():
                                                 "refresh_serving_config_schedule"}
 
 
+def test_assets_that_read_another_assets_output_show_it_as_lineage():
+    from dagster import AssetKey
+
+    from ft_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    upstream = {key: {k.to_user_string() for k in graph.get(AssetKey(key)).parent_keys}
+                for key in ("vllm_serving_config", "golden_reevaluation", "monthly_billing", "registered_adapter")}
+    assert upstream == {"vllm_serving_config": {"registered_adapter"}, "golden_reevaluation": {"registered_adapter"},
+                        "monthly_billing": {"adapter"}, "registered_adapter": {"eval_report"}}
+
+
 def test_the_coordinators_tenant_job_assets_are_the_assets_partitioned_by_tenant_job():
     from ft_assets.definitions import ASSETS
     from partitions.tenant_jobs import tenant_jobs_partitions
