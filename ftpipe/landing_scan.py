@@ -16,6 +16,7 @@ from an invalid tenant name.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ftpipe.landing import TENANTS_PREFIX
@@ -24,6 +25,8 @@ from partitions.keys import InvalidName, validate_name
 
 SCAN_BUDGET = 1000
 """Keys listed per tenant per tick: one S3 list request."""
+LISTING_THREADS = 8
+"""Tenants listed at once (boto3's clients are thread-safe; each local listing opens its own folders)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ def jobs_prefix(tenant_folder: str) -> str:
 
 def scan(store: ObjectStore, positions: dict[str, str], budget: int = SCAN_BUDGET) -> Scan:
     out = Scan()
+    starts: dict[str, str] = {}
     for child in store.list_children(TENANTS_PREFIX):
         if child.kind != FOLDER:
             continue  # a file or a link beside the tenant folders is nobody's job
@@ -75,10 +79,20 @@ def scan(store: ObjectStore, positions: dict[str, str], budget: int = SCAN_BUDGE
             out.invalid.append(child.key)
             continue
         start = positions.get(tenant, "")
-        if start and not start.startswith(jobs_prefix(tenant)):
-            start = ""  # a cursor from another layout or tampered with: sweep from the beginning
+        # A position from another layout, or tampered with, starts the sweep from the beginning.
+        starts[tenant] = start if start.startswith(jobs_prefix(tenant)) else ""
+
+    def listing(tenant: str):
+        return store.list_page(jobs_prefix(tenant), starts[tenant], budget)
+
+    # A request per tenant, LISTING_THREADS at a time: a tick's wall time grows with tenants / LISTING_THREADS.
+    error: Exception | None = None
+    with ThreadPoolExecutor(LISTING_THREADS) as pool:
+        futures = {tenant: pool.submit(listing, tenant) for tenant in starts}
+    for tenant, future in futures.items():
+        start = starts[tenant]
         try:
-            page, more = store.list_page(jobs_prefix(tenant), start, budget)
+            page, more = future.result()
         except Exception as exc:  # noqa: BLE001 - e.g. a folder its tenant made unreadable: only its jobs wait
             out.unreadable[tenant] = f"{type(exc).__name__}: {exc}"
             out.sweeps[tenant] = TenantSweep(start, start)  # covers nothing: what is known of it is kept
@@ -86,6 +100,6 @@ def scan(store: ObjectStore, positions: dict[str, str], budget: int = SCAN_BUDGE
             continue
         out.objects += page
         out.sweeps[tenant] = TenantSweep(start, page[-1].key if more else None)
-    if out.unreadable and len(out.unreadable) == len(out.sweeps):
+    if error is not None and len(out.unreadable) == len(out.sweeps):
         raise error  # no tenant could be listed: the platform's problem (credentials, the store), not a tenant's
     return out
