@@ -25,8 +25,6 @@ from partitions.keys import InvalidName, validate_name
 
 SCAN_BUDGET = 1000
 """Keys listed per tenant per tick: one S3 list request."""
-LISTING_THREADS = 8
-"""Tenants listed at once (boto3's clients are thread-safe; each local listing opens its own folders)."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +83,10 @@ def scan(store: ObjectStore, positions: dict[str, str], budget: int = SCAN_BUDGE
     def listing(tenant: str):
         return store.list_page(jobs_prefix(tenant), starts[tenant], budget)
 
-    # A request per tenant, LISTING_THREADS at a time: a tick's wall time grows with tenants / LISTING_THREADS.
+    # On S3 a request per tenant, several at a time: a tick's wall time grows with tenants / threads. A local
+    # listing is the CPU's work under the GIL, where threads only add overhead.
     error: Exception | None = None
-    with ThreadPoolExecutor(LISTING_THREADS) as pool:
+    with ThreadPoolExecutor(getattr(store, "parallel_listings", 1)) as pool:
         futures = {tenant: pool.submit(listing, tenant) for tenant in starts}
     for tenant, future in futures.items():
         start = starts[tenant]

@@ -641,6 +641,10 @@ class LocalObjectStore:
 
 
 class S3ObjectStore:
+    parallel_listings = 8
+    """Listings worth running at once (``ftpipe.landing_scan``): each is a request; boto3's clients are
+    thread-safe."""
+
     def __init__(self, client, bucket: str, prefix: str = ""):
         self.client = client
         self.bucket = bucket
