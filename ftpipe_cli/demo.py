@@ -93,6 +93,10 @@ def seed_demo_tenants(store: ObjectStore, scale: DemoScale = DemoScale()) -> lis
 
 def start_daemon(log_path: Path) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The instance's storage is created here first: a daemon creating new SQLite storage while this process
+    # opened the instance too raced on the same migration ("table alembic_version already exists").
+    with DagsterInstance.get():
+        pass
     daemon = Path(sys.executable).parent / "dagster-daemon"
     return subprocess.Popen(
         [str(daemon), "run", "-w", str(REPO_ROOT / "workspace.yaml")],

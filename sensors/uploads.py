@@ -39,9 +39,9 @@ tenant's folder is not listed, no key is built from it, and the refusal is logge
 The cursor is a JSON object with ``"_sweep"`` (where each tenant's listing goes on) and one entry per
 manifest: ``{"v": listing version, "sha256": digest, "state": "queued" | "refused" | "waiting" | "ignored"}``,
 and for a waiting one ``"since"`` (when the sensor first saw that version, epoch seconds) and ``"needs"``
-(the missing files by field). Fields an entry does not know are
-ignored; an entry that is a plain string (the listing version alone, from before content digests) stands for a
-version already decided, so an upgrade queues nothing again.
+(the missing files by field). Fields an entry does not know are ignored; an entry that is a plain string
+(the listing version alone, from before content digests) stands for a version already decided, so an
+upgrade queues nothing again.
 """
 
 import hashlib

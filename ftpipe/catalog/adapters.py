@@ -48,7 +48,6 @@ _COLUMNS = tuple(f.name for f in fields(AdapterRecord))
 
 
 class AdapterRegistry(CatalogTable):
-
     @staticmethod
     def new_adapter_id(tenant: str, job: str) -> str:
         return f"{tenant}--{job}--{uuid.uuid4().hex[:8]}"
