@@ -12,13 +12,6 @@ from ftpipe.training.spec import TrainJobSpec
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 def test_pairs_split_at_the_generation_prompt_and_end_at_end_of_turn(tokenizer):
     row = synthetic.acme_preferences(1)[0]
     table = tokenize_preferences(tokenizer, synthetic.preference_frame([row]), 512)

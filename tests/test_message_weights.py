@@ -24,13 +24,6 @@ TWO_TURNS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 def _normalized(tmp_path, conversations: list[list[dict]]) -> pl.DataFrame:
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps({"messages": c}) + "\n" for c in conversations))

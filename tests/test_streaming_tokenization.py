@@ -10,13 +10,6 @@ from ftpipe.data.pipeline import tokenize_to_parquet, validate_to_parquet
 from ftpipe.data.tokenize import TOKENIZED_SCHEMA, TemplateSpansMismatch, tokenize_frame
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 def _examples(tmp_path, conversations: list[list[dict]], holdout_fraction: float = 0.1):
     (tmp_path / "t.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in conversations))
     out = tmp_path / "examples.parquet"

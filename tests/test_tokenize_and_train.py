@@ -10,13 +10,6 @@ from ftpipe.training.runner import run_training
 from ftpipe.training.spec import TrainJobSpec
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
 def test_mask_covers_exactly_the_assistant_answer_and_its_end_of_turn(tokenizer):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello!"},
                 {"role": "assistant", "content": "Hello! How can I help?"}]

@@ -57,13 +57,6 @@ def _tokenized(tokenizer, conversations, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tiny_model):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model.path)
-
-
-@pytest.fixture(scope="module")
 def codes(tokenizer, tmp_path_factory) -> tuple[Path, Path]:
     """(train, held-out): 8 training codes and 16 held-out codes of things the training set never names."""
     root = tmp_path_factory.mktemp("codes")
