@@ -13,6 +13,9 @@ from dagster import (
     MetadataValue,
     RunRequest,
     ScheduleEvaluationContext,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     asset,
     define_asset_job,
     schedule,
@@ -51,18 +54,26 @@ def monthly_billing(context: AssetExecutionContext, catalog: CatalogResource, pl
                               statement_markdown(bill, [u for u in usage if u.tenant == bill.tenant]).encode(),
                               overwrite=True)
     context.log.info(f"{month}: {len(bills)} tenant(s), {len(usage)} attempt(s)")
-    rows = "\n".join(f"| {b.tenant} | {b.tier} | {b.gpu_hours:.4f} | {b.refunded_gpu_hours:.4f} | "
-                     f"{b.overage_gpu_hours:.4f} | {b.total:.2f} |" for b in bills)
     return MaterializeResult(metadata={
+        "dagster/row_count": len(bills),
         "tenants": len(bills),
         "attempts": len(usage),
         "gpu_hours": round(sum(b.gpu_hours for b in bills), 6),
         "refunded_gpu_hours": round(sum(b.refunded_gpu_hours for b in bills), 6),
         "total": round(sum(b.total for b in bills), 2),
-        "csv": str(out),
-        "bills": MetadataValue.md("| tenant | tier | GPU-hours | refunded | overage | total |\n"
-                                  "|---|---|---|---|---|---|\n" + rows if bills else "no usage"),
+        "csv": MetadataValue.path(str(out)),
+        "bills": MetadataValue.table(
+            [TableRecord({"tenant": b.tenant, "tier": b.tier, "gpu_hours": round(b.gpu_hours, 4),
+                          "refunded_gpu_hours": round(b.refunded_gpu_hours, 4),
+                          "overage_gpu_hours": round(b.overage_gpu_hours, 4), "total": round(b.total, 2)})
+             for b in bills], schema=BILLS_SCHEMA),
     })
+
+
+BILLS_SCHEMA = TableSchema(columns=[
+    TableColumn("tenant", "string"), TableColumn("tier", "string"), TableColumn("gpu_hours", "float"),
+    TableColumn("refunded_gpu_hours", "float"), TableColumn("overage_gpu_hours", "float"),
+    TableColumn("total", "float", description="the month's charge, overage included")])
 
 
 billing_job = define_asset_job("billing_rollup", selection=[monthly_billing], partitions_def=billing_months)

@@ -130,6 +130,9 @@ def test_a_preempted_trainer_checkpoints_and_the_next_run_resumes_from_it_and_is
         bill_meta = billing.asset_materializations_for_node("monthly_billing")[0].metadata
         assert bill_meta["attempts"].value == 3
         assert bill_meta["gpu_hours"].value == pytest.approx(rows[2].gpu_hours, abs=1e-6)
+        assert bill_meta["dagster/row_count"].value == 1
+        (bill,) = bill_meta["bills"].value.records
+        assert (bill.data["tenant"], bill.data["gpu_hours"]) == ("acme", round(rows[2].gpu_hours, 4))
         statement = local_resources["landing"].store().read_bytes(statement_key("acme", month)).decode()
     assert f"- billable: {rows[2].gpu_hours:.4f} GPU-hours" in statement
     assert "| lost | refunded |" in statement and "| preempted | refunded |" in statement
