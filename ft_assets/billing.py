@@ -32,6 +32,12 @@ from resources import (
 )
 
 
+BILLS_SCHEMA = TableSchema(columns=[
+    TableColumn("tenant", "string"), TableColumn("tier", "string"), TableColumn("gpu_hours", "float"),
+    TableColumn("refunded_gpu_hours", "float"), TableColumn("overage_gpu_hours", "float"),
+    TableColumn("total", "float", description="the month's charge, overage included")])
+
+
 # The month's ledger rows are written by the training step of every tenant job (lineage only).
 @asset(partitions_def=billing_months, group_name="billing", kinds={"sql"},
        deps=[AssetDep("adapter", partition_mapping=AllPartitionMapping())])
@@ -68,12 +74,6 @@ def monthly_billing(context: AssetExecutionContext, catalog: CatalogResource, pl
                           "overage_gpu_hours": round(b.overage_gpu_hours, 4), "total": round(b.total, 2)})
              for b in bills], schema=BILLS_SCHEMA),
     })
-
-
-BILLS_SCHEMA = TableSchema(columns=[
-    TableColumn("tenant", "string"), TableColumn("tier", "string"), TableColumn("gpu_hours", "float"),
-    TableColumn("refunded_gpu_hours", "float"), TableColumn("overage_gpu_hours", "float"),
-    TableColumn("total", "float", description="the month's charge, overage included")])
 
 
 billing_job = define_asset_job("billing_rollup", selection=[monthly_billing], partitions_def=billing_months)
