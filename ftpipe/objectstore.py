@@ -166,6 +166,12 @@ def _check_prefix(prefix: str) -> str:
     return _check_key(prefix.rstrip("/"))
 
 
+def _info(key: str, st: os.stat_result) -> ObjectInfo:
+    """What a local listing reports of the entry at ``key``: its kind, and a version that changes with it."""
+    kind = _kind(st)
+    return ObjectInfo(key, st.st_size, _version(st, kind), kind)
+
+
 def _listing_order(info: ObjectInfo) -> str:
     """A folder sorts as the keys below it do (``a.b`` < ``a/x`` < ``a0``): the order of S3's listing."""
     return info.key + "/" if info.kind == FOLDER else info.key
@@ -412,15 +418,14 @@ class LocalObjectStore:
                         st = _lstat(entry.name, dfd)
                     except FileNotFoundError:
                         continue
-                    out.append(ObjectInfo(key, st.st_size, _version(st, _kind(st)), _kind(st)))
+                    out.append(_info(key, st))
                     continue
                 try:
                     self._walk(child, key + "/", "", depth + 1, out)
                 finally:
                     os.close(child)
             elif not entry.name.startswith(_TMP_PREFIX):
-                kind = _kind(st)
-                out.append(ObjectInfo(key, st.st_size, _version(st, kind), kind))
+                out.append(_info(key, st))
 
     # -- the ObjectStore interface -----------------------------------------------------------------------
 
@@ -433,8 +438,7 @@ class LocalObjectStore:
         except FileNotFoundError:
             return []
         except _Blocked as blocked:  # a link on the way: report it rather than hide the tenant's mistake
-            kind = _kind(blocked.st)
-            return [ObjectInfo(blocked.path, blocked.st.st_size, _version(blocked.st, kind), kind)]
+            return [_info(blocked.path, blocked.st)]
         out: list[ObjectInfo] = []
         try:
             self._walk(dfd, folder + "/" if folder else "", first, 0, out)
@@ -449,8 +453,7 @@ class LocalObjectStore:
         except FileNotFoundError:
             return []
         except _Blocked as blocked:
-            kind = _kind(blocked.st)
-            return [ObjectInfo(blocked.path, blocked.st.st_size, _version(blocked.st, kind), kind)]
+            return [_info(blocked.path, blocked.st)]
         out: list[ObjectInfo] = []
         try:
             try:
@@ -467,8 +470,7 @@ class LocalObjectStore:
                 if st_.S_ISDIR(st.st_mode):
                     out.append(ObjectInfo(key, 0, "", FOLDER))
                 elif not entry.name.startswith(_TMP_PREFIX):
-                    kind = _kind(st)
-                    out.append(ObjectInfo(key, st.st_size, _version(st, kind), kind))
+                    out.append(_info(key, st))
         finally:
             os.close(dfd)
         return sorted(out, key=_listing_order)

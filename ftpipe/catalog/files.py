@@ -13,7 +13,6 @@ from datetime import datetime
 from ftpipe.catalog.db import CatalogTable
 
 
-
 @dataclass(frozen=True)
 class TenantFile:
     file_id: str

@@ -17,7 +17,6 @@ from datetime import datetime
 from ftpipe.catalog.db import CatalogTable
 
 
-
 @dataclass(frozen=True)
 class JobRequest:
     job_id: str
