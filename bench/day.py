@@ -4,8 +4,9 @@ The seed's day: 500 jobs in 24 hours, 70% small LoRA (15 min on 1 GPU), 20% medi
 of a 70B model (4 h on 4 GPUs), 1% full fine-tune (24 h on 32 GPUs), durations +-20%; from premium, standard
 and free tenants; arrivals bursty (a business-hours peak, and a third of them in batches of 3-12 from one
 tenant). Each job is uploaded to a local landing zone as a tenant would (manifest last); the real upload
-sensor admits it and asks for a run; the run is queued on a Dagster instance on PostgreSQL whose run
-coordinator is the platform's (the QueuedRunCoordinator with the production tag limits of
+sensor admits it and asks for a run; the job's GPU run (its CPU stage, which holds no GPU slot, is taken as
+instant) is queued on a Dagster instance on PostgreSQL whose run coordinator is the platform's (the
+QueuedRunCoordinator with the production tag limits of
 docs/deploy/dagster.postgres.yaml: one run per tenant at a time, one free-tier run at a time, a pool's slots
 per pool); the coordinator's own dequeue daemon (QueuedRunCoordinatorDaemon.run_iteration) launches runs; and
 the launcher, instead of training, lets a launched run finish when its simulated duration is over.
@@ -184,7 +185,7 @@ def simulate(jobs: list[Job], pg_admin: str, step: float, max_hours: float) -> d
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
     from ftpipe.submission import default_manifest, submit_job
-    from partitions.run_tags import FINETUNE_JOB, PARTITION_TAG, POOL_TAG
+    from partitions.run_tags import FINETUNE_JOB, PARTITION_TAG, finetune_tags
     from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
     from sensors.uploads import upload_sensor
     from tests.helpers.origins import finetune_origin
@@ -231,7 +232,10 @@ def simulate(jobs: list[Job], pg_admin: str, step: float, max_hours: float) -> d
                     instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
                 for request in result.run_requests:
                     job = by_key[request.partition_key]
-                    tags = {**request.tags, POOL_TAG: job.kind.pool, PARTITION_TAG: request.partition_key}
+                    # The GPU stage, as the stage sensor queues it once the CPU stage (not simulated: it holds
+                    # no GPU slot) has prepared the job.
+                    tags = {**finetune_tags(request.tags, job.kind.pool, job.duration, "simulated"),
+                            PARTITION_TAG: request.partition_key}
                     run = create_run_for_test(instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.QUEUED,
                                               remote_job_origin=origin, tags=tags)
                     job.queued, job.run_id, job.tags = now, run.run_id, tags

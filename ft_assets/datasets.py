@@ -56,7 +56,7 @@ from resources import (
     LandingZoneResource,
     PlatformResource,
 )
-from partitions.run_tags import EXPECTED_SECONDS_TAG, POOL_TAG
+from partitions.run_tags import POOL_TAG, ROUTED_POOL_TAG
 
 
 def _check_job_size(context: AssetExecutionContext, config: PlatformConfig, tenant: str, job: str, estimated_gpu_hours: float, store) -> None:
@@ -258,8 +258,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
             raise fail_on_input(context, store, tenant, job, f"messages[].weight: {exc}; the base model "
                                 f"{manifest['base_model']} cannot honour message weights, remove them") from None
     stats_table = pl.read_parquet(cache_file, columns=PREFLIGHT_COLUMNS)
-    # The pool admission routed the job to (a run launched by hand has the default pool's tag).
-    pool_name = context.run.tags.get(POOL_TAG, config.default_pool)
+    # The pool admission routed the job to; a hand launch of every asset at once holds it from the start.
+    pool_name = context.run.tags.get(ROUTED_POOL_TAG) or context.run.tags.get(POOL_TAG) or config.default_pool
     pool = config.pools[pool_name]
     try:
         plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
@@ -293,12 +293,12 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
             f"(validation.md lists them): {preflight.errors[0]}"), report=None)
     _check_job_size(context, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
     _check_quota(context, catalog, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
-    # How long the job should hold its slot: preemption spares runs that are far along. The FLOP estimate is
-    # corrected by what the pool's recent trainings measured (startup included); both are recorded.
+    # How long the finetune run should hold its slot (sensors.stages tags it; preemption spares runs that are
+    # far along). The FLOP estimate is corrected by what the pool's recent trainings measured (startup
+    # included); both are recorded.
     estimated_s = preflight.stats["estimated_gpu_hours"] * 3600 / pool.gpus_per_slot
     calibration = pool_calibration(context.instance, pool_name)
     expected_s = calibrated_seconds(estimated_s, calibration)
-    context.instance.add_run_tags(context.run_id, {EXPECTED_SECONDS_TAG: f"{max(expected_s, 1):.0f}"})
     context.log.info(f"plan: expected {expected_s:.3g} s on {pool_name} (FLOP estimate {estimated_s:.3g} s, "
                      f"calibrated on {len(calibration)} recent training(s) of the pool)")
     # The time limit stays on the uncalibrated estimate: it is part of the spec, whose hash names the training
@@ -309,9 +309,10 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
 
     yield Output(
         {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,
-         "spec": plan.spec.to_dict(), "pool": pool_name,
+         "spec": plan.spec.to_dict(), "pool": pool_name, "expected_seconds": expected_s,
          "data_warnings": {w.kind: w.count for w in [*check.warnings, *preflight.warnings]}},
         metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
-                  "estimated_seconds": float(f"{estimated_s:.3g}"), "expected_seconds": float(f"{expected_s:.3g}"),
+                  "pool": pool_name, "estimated_seconds": float(f"{estimated_s:.3g}"),
+                  "expected_seconds": float(f"{expected_s:.3g}"),
                   "calibration_runs": len(calibration), "report": MetadataValue.md(report_md)},
     )

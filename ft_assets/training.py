@@ -29,7 +29,7 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
-from partitions.run_tags import ATTEMPT_TAG, EXPECTED_SECONDS_TAG, PREEMPTED_TAG
+from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG
 
 
 def _unreported_outcome(context: AssetExecutionContext) -> str:
@@ -110,7 +110,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
          "training": training},
         metadata={**reported, "spec": MetadataValue.json(spec.to_dict()), "reused_training": False,
                   "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable,
-                  **_pace(context, tokenized_dataset["base_model"]["num_parameters"], pool_name, pool, training)},
+                  **_pace(tokenized_dataset["base_model"]["num_parameters"], pool_name, pool, training,
+                          tokenized_dataset.get("expected_seconds"))},
     )
 
 
@@ -132,11 +133,12 @@ def _sig(x: float, digits: int = 3) -> float:
     return float(f"{x:.{digits}g}")
 
 
-def _pace(context: AssetExecutionContext, num_parameters: int, pool_name: str, pool: PoolConfig,
-          training: dict) -> dict:
-    """This run's training time against the pre-flight's expectation (``ftpipe/expected-seconds``, what
-    preemption reads), and the pair that calibrates that expectation (``pool_calibration``): the training
-    time over the FLOP estimate of the same tokens, and the trainer's time outside training."""
+def _pace(num_parameters: int, pool_name: str, pool: PoolConfig, training: dict,
+          expected: float | None) -> dict:
+    """This run's training time against the pre-flight's ``expected`` seconds (the GPU run's
+    ``ftpipe/expected-seconds``, what preemption reads), and the pair that calibrates that expectation
+    (``pool_calibration``): the training time over the FLOP estimate of the same tokens, and the trainer's
+    time outside training."""
     seconds, steps = training["seconds"], training["steps_run"]
     if steps <= 0 or seconds <= 0:
         return {}
@@ -146,7 +148,6 @@ def _pace(context: AssetExecutionContext, num_parameters: int, pool_name: str, p
     pace = {"pool": pool_name, "measured_seconds": _sig(seconds), "measured_steps": steps,
             "seconds_per_step": _sig(seconds / steps), "measured_over_estimate": _sig(seconds / estimate),
             "overhead_seconds": _sig(max(0.0, training["process_seconds"] - seconds))}
-    expected = context.instance.get_run_by_id(context.run_id).tags.get(EXPECTED_SECONDS_TAG)  # tagged mid-run
     if expected:
         whole_job = seconds / steps * training["steps"]  # a resumed run extrapolates its pace to every step
         pace.update(expected_seconds=_sig(float(expected)), expected_over_measured=_sig(float(expected) / whole_job))

@@ -1,6 +1,6 @@
 """``GET /v1/fine_tuning/jobs/{id}/events``: the job's story, read from its runs' Dagster event logs.
 
-Each attempt's queueing, start and end, every asset step (validation, tokenization, training, evaluation,
+Each run's queueing, start and end (the first stage's as file validation), every asset step (validation, tokenization, training, evaluation,
 registration), every quality check with its verdict, and each training step's metrics (OpenAI's ``metrics``
 events: ``train_loss``, ``valid_loss``, ``learning_rate``...). Newest first, as OpenAI lists them.
 """
@@ -12,13 +12,19 @@ from dagster import DagsterEventType, DagsterInstance, EventLogEntry
 from ftpipe.training.progress_line import parse_progress
 from sensors.failures import failure_reason
 from sensors.job_state import job_runs
-from partitions.run_tags import ATTEMPT_TAG
+from partitions.run_tags import ATTEMPT_TAG, PREPARE_JOB
 
 _RUN_EVENTS = {
     DagsterEventType.RUN_ENQUEUED: ("info", "Job queued (attempt {attempt})"),
     DagsterEventType.RUN_START: ("info", "Job started (attempt {attempt})"),
     DagsterEventType.RUN_SUCCESS: ("info", "The job has successfully completed"),
     DagsterEventType.RUN_CANCELED: ("warn", "Job cancelled"),
+}
+_PREPARE_EVENTS = {  # the first stage's run: validation, tokenization and the pre-flight, before any GPU
+    **_RUN_EVENTS,
+    DagsterEventType.RUN_ENQUEUED: ("info", "Files queued for validation (attempt {attempt})"),
+    DagsterEventType.RUN_START: ("info", "Validating files (attempt {attempt})"),
+    DagsterEventType.RUN_SUCCESS: ("info", "Files validated and tokenized; queued for training"),
 }
 
 
@@ -40,8 +46,9 @@ def _from_entry(instance: DagsterInstance, run, storage_id: int, entry: EventLog
                                       if k in ("train_loss", "valid_loss") and v is not None), metrics)
         return None
     kind = event.event_type
-    if kind in _RUN_EVENTS:
-        level, text = _RUN_EVENTS[kind]
+    run_events = _PREPARE_EVENTS if run.job_name == PREPARE_JOB else _RUN_EVENTS
+    if kind in run_events:
+        level, text = run_events[kind]
         return _event(run.run_id, entry, storage_id, level, text.format(attempt=attempt))
     if kind == DagsterEventType.RUN_FAILURE:
         error_class, reason = failure_reason(instance, run)

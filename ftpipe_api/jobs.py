@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
+from dagster import DagsterRunStatus
 from fastapi import APIRouter, Depends, Query, Request
 
 from ft_assets.partition import publish
@@ -32,6 +33,7 @@ from ftpipe_api.events import job_events, page
 from ftpipe_api.files import own_file
 from ftpipe_api.idempotency import idempotent
 from ftpipe_api.requests import CreateJob, manifest_fields
+from partitions.run_tags import CANCEL_REQUESTED_TAG, PREPARE_JOB
 from sensors.job_state import ACTIVE, STATUS_FILE, JobState, job_runs, job_state
 
 router = APIRouter(prefix="/v1/fine_tuning/jobs", tags=["fine-tuning jobs"])
@@ -183,6 +185,10 @@ def cancel_job(job_id: str, request: Request, tenant: str = Depends(tenant_of)) 
         raise ApiError(409, "the job has not been queued yet (its files are being admitted); retry in a few seconds",
                        code="job_not_queued")
     run = runs[-1].dagster_run
+    if run.job_name == PREPARE_JOB and run.status == DagsterRunStatus.SUCCESS and CANCEL_REQUESTED_TAG not in run.tags:
+        # Between the stages: the sensor that queues the GPU run reads this tag and queues nothing.
+        api.instance.add_run_tags(run.run_id, {CANCEL_REQUESTED_TAG: "true"})
+        return job_object(api, job)
     if run.status not in ACTIVE:
         raise ApiError(400, f"the job is {job_state(api.instance, api.store, api.adapters, tenant, job.job_id).status}"
                             "; only a queued or running job can be cancelled", code="job_not_cancellable")

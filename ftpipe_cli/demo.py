@@ -15,15 +15,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dagster import DagsterInstance, RunsFilter
+from dagster import DagsterInstance
 
 from ftpipe import synthetic
+from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.landing import manifest_key
 from ftpipe.objectstore import ObjectStore
-from ftpipe_cli.status import FINISHED, JobStatus, job_statuses
 from ftpipe.submission import default_manifest, submit_job
+from ftpipe_cli.status import JobStatus, job_statuses
 from resources.settings import REPO_ROOT
-from partitions.run_tags import JOB_TAG, TENANT_TAG
+from sensors.job_state import JobState, job_state
 
 
 @dataclass
@@ -113,26 +114,31 @@ def stop_daemon(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def wait_for_jobs(instance: DagsterInstance, jobs: list[tuple[str, str]], timeout_s: float,
-                  progress=print, daemon: subprocess.Popen | None = None) -> dict[tuple[str, str], str]:
+def wait_for_jobs(instance: DagsterInstance, store: ObjectStore, registry: AdapterRegistry,
+                  jobs: list[tuple[str, str]], timeout_s: float, progress=print,
+                  daemon: subprocess.Popen | None = None) -> dict[tuple[str, str], str]:
+    """Until every job's state is final (what the API and status.json say), through both of its stages."""
     start = time.monotonic()
     last_line = ""
     while True:
-        states = {}
-        for tenant, job in jobs:
-            runs = instance.get_runs(RunsFilter(tags={TENANT_TAG: tenant, JOB_TAG: job}), limit=1)
-            states[(tenant, job)] = runs[0].status if runs else None
-        line = "  ".join(f"{t}/{j}: {s.value if s else 'waiting for sensor'}" for (t, j), s in states.items())
+        states = {(tenant, job): job_state(instance, store, registry, tenant, job) for tenant, job in jobs}
+        line = "  ".join(f"{t}/{j}: {_shown(s)}" for (t, j), s in states.items())
         if line != last_line:
             progress(f"[{time.monotonic() - start:5.0f}s] {line}")
             last_line = line
-        if all(s in FINISHED for s in states.values()):
-            return {k: v.value for k, v in states.items()}
+        if all(s.finished_at is not None for s in states.values()):
+            return {k: s.status for k, s in states.items()}
         if daemon is not None and daemon.poll() is not None:
             raise RuntimeError(f"the Dagster daemon exited with code {daemon.returncode}")
         if time.monotonic() - start > timeout_s:
             raise TimeoutError(f"jobs not finished after {timeout_s:.0f}s: {line}")
         time.sleep(2)
+
+
+def _shown(state: JobState) -> str:
+    if state.run is None:
+        return "waiting for sensor" if state.status == "validating_files" else state.status
+    return f"{state.status} ({state.run.dagster_run.job_name})"
 
 
 def run_demo(store: ObjectStore, registry, scale: DemoScale = DemoScale(), timeout_s: float = 900,
@@ -147,7 +153,7 @@ def run_demo(store: ObjectStore, registry, scale: DemoScale = DemoScale(), timeo
         daemon = start_daemon(home / "daemon.log")
         progress(f"started the Dagster daemon (log: {home / 'daemon.log'})")
         try:
-            wait_for_jobs(instance, jobs, timeout_s, progress, daemon)
+            wait_for_jobs(instance, store, registry, jobs, timeout_s, progress, daemon)
             wanted = set(jobs)
             return [r for r in job_statuses(instance, registry) if (r.tenant, r.job) in wanted]
         finally:

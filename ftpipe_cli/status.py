@@ -8,9 +8,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ftpipe.catalog.adapters import AdapterRegistry
 from sensors.failures import failure_reason
-from partitions.run_tags import JOB_TAG, TENANT_TAG
-
-FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+from partitions.run_tags import FINETUNE_JOB, JOB_TAG, TENANT_TAG
 
 
 @dataclass
@@ -19,6 +17,8 @@ class JobStatus:
     job: str
     run_id: str
     status: str
+    stage: str = FINETUNE_JOB
+    """The job of the newest run: ``prepare`` until the GPU run is queued."""
     reason: str = ""
     metric: str = ""
     """The held-out score, base -> tuned, and the gain with its interval."""
@@ -35,7 +35,7 @@ def job_statuses(instance: DagsterInstance, registry: AdapterRegistry, tenant: s
     for run in [r.dagster_run for r in sorted(records, key=lambda r: r.create_timestamp)]:
         if TENANT_TAG not in run.tags:
             continue
-        row = JobStatus(run.tags[TENANT_TAG], run.tags.get(JOB_TAG, "?"), run.run_id, run.status.value)
+        row = JobStatus(run.tags[TENANT_TAG], run.tags.get(JOB_TAG, "?"), run.run_id, run.status.value, run.job_name)
         if run.status == DagsterRunStatus.FAILURE:
             error_class, reason = failure_reason(instance, run)
             row.reason = f"[{error_class}] {reason}"
@@ -78,7 +78,7 @@ def format_table(rows: list[JobStatus], width: int = 100) -> str:
     headers = ["tenant", "job", "status", "held-out (base -> tuned, gain [95% interval])",
                "golden set change [95% interval]", "adapter / failure reason"]
     # A failed job shows why, even when it left a draft adapter behind (a failed quality gate).
-    body = [[r.tenant, r.job, r.status, r.metric or "-", r.golden or "-", r.reason or r.adapter or "-"] for r in rows]
+    body = [[r.tenant, r.job, r.status if r.stage == FINETUNE_JOB else f"{r.status} ({r.stage})", r.metric or "-", r.golden or "-", r.reason or r.adapter or "-"] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
     widths[-1] = min(widths[-1], width)
 

@@ -10,8 +10,8 @@ queued:
   the launch fails with the reason (the UI shows it in its error dialog), and the run is marked failed,
   tagged as the user's error, so that nothing retries it;
 - a hand launch is admitted as the upload sensor admits a manifest (``ftpipe.admission``): routed to the pool
-  the sensor would choose, refused for what the sensor would refuse, and numbered as the partition's next
-  attempt.
+  the sensor would choose (a prepare run names it, any other holds its slot), refused for what the sensor
+  would refuse, and numbered as the next attempt of its job for the partition.
 
 Every other run is the platform's own (serving refresh, billing, re-evaluation, retention): it is tagged
 ``ftpipe/kind=maintenance`` and goes first, in the share of the run cap that tenants' jobs cannot take.
@@ -40,17 +40,19 @@ from partitions.run_tags import (
     MAINTENANCE,
     OUTCOME_TAG,
     PARTITION_TAG,
-    POOL_TAG,
+    PREPARE_JOB,
     PRIORITY_TAG,
     REFUSED_LAUNCH_TAG,
     TENANT_JOB,
+    TENANT_JOBS,
     outcome_tag_value,
     run_tags,
 )
 
-TENANT_JOB_ASSETS = frozenset({"raw_dataset", "validated_dataset", "tokenized_dataset", "adapter", "eval_report",
-                               "registered_adapter"})
-"""The assets partitioned by tenant job (tests/test_layering.py checks this against the definitions)."""
+PREPARE_ASSETS = frozenset({"raw_dataset", "validated_dataset", "tokenized_dataset"})
+TENANT_JOB_ASSETS = PREPARE_ASSETS | {"adapter", "eval_report", "registered_adapter"}
+"""The assets partitioned by tenant job, and those of them that need no GPU (tests/test_layering.py checks
+both against the definitions)."""
 MAINTENANCE_PRIORITY = 100
 """Above every tier's: a maintenance run is small, and serving refresh must not wait behind tenants' jobs."""
 
@@ -59,11 +61,19 @@ class LaunchRefused(Exception):
     """A run of a tenant job that must not queue; the message says why, for the operator who launched it."""
 
 
+def _selected(run: DagsterRun) -> set[str]:
+    return {key.to_user_string() for key in (run.asset_selection or ())}
+
+
 def is_tenant_job_run(run: DagsterRun) -> bool:
-    if run.job_name == FINETUNE_JOB:
-        return True
-    selected = {key.to_user_string() for key in (run.asset_selection or ())}
-    return bool(selected & TENANT_JOB_ASSETS)
+    return run.job_name in TENANT_JOBS or bool(_selected(run) & TENANT_JOB_ASSETS)
+
+
+def stage_of(run: DagsterRun) -> str:
+    """``prepare`` for a run that needs no GPU; any other tenant job's run holds a slot of its pool."""
+    selected = _selected(run)
+    cpu_only = run.job_name == PREPARE_JOB or (run.job_name not in TENANT_JOBS and selected <= PREPARE_ASSETS)
+    return PREPARE_JOB if cpu_only else FINETUNE_JOB
 
 
 def tags_for_tenant_job_run(run: DagsterRun, instance: DagsterInstance, resources: dict) -> dict[str, str]:
@@ -92,9 +102,9 @@ def tags_for_tenant_job_run(run: DagsterRun, instance: DagsterInstance, resource
     admission = admit(manifest_bytes, manifest, config, resources["base_models"].registry())
     if admission.refusal:
         raise LaunchRefused(f"partition {key!r}: {admission.refusal}")
-    earlier = instance.get_runs(RunsFilter(tags={PARTITION_TAG: key}))
+    earlier = instance.get_runs(RunsFilter(job_name=run.job_name, tags={PARTITION_TAG: key}))
     attempt = 1 + max((int(r.tags.get(ATTEMPT_TAG, "0")) for r in earlier if r.run_id != run.run_id), default=0)
-    tags = {**run_tags(config, tenant, job, attempt), POOL_TAG: admission.pool}
+    tags = run_tags(config, tenant, job, admission.pool, attempt, stage_of(run))
     return {k: v for k, v in tags.items() if k not in run.tags}
 
 

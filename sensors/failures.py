@@ -21,7 +21,7 @@ from dagster import (
     run_failure_sensor,
 )
 
-from ft_assets.jobs import finetune_job
+from ft_assets.jobs import finetune_job, prepare_job
 from ft_assets.partition import ERROR_CLASS_KEY, PLATFORM_ERROR, USER_ERROR
 from ftpipe.metering.classify import LOST
 from ftpipe.metering.ledger import UsageRecord
@@ -131,8 +131,8 @@ def meter_lost_attempt(instance: DagsterInstance, run: DagsterRun, platform: Pla
     return usage if ledger.record(usage) else None
 
 
-@run_failure_sensor(monitored_jobs=[finetune_job], request_job=finetune_job, minimum_interval_seconds=10,
-                    default_status=DefaultSensorStatus.RUNNING)
+@run_failure_sensor(monitored_jobs=[prepare_job, finetune_job], request_jobs=[prepare_job, finetune_job],
+                    minimum_interval_seconds=10, default_status=DefaultSensorStatus.RUNNING)
 def resume_failed_runs(context: RunFailureSensorContext, platform: PlatformResource, catalog: CatalogResource,
                        artifacts: ArtifactStoreResource):
     run = context.dagster_run

@@ -1,9 +1,13 @@
 """A job's state as OpenAI's fine-tuning API shows it, read from where the platform keeps it: the job's Dagster
-runs (the newest decides), the adapter registry and the refusal the upload sensor wrote. The API answers with
-it and ``status_files`` writes it into the tenant's results as ``status.json``.
+runs (the newest decides: a prepare run, then the finetune run it led to), the adapter registry and the
+refusal the upload sensor wrote. The API answers with it and ``status_files`` writes it into the tenant's
+results as ``status.json``.
 
     no run, no refusal            validating_files   the upload sensor has not admitted the manifest yet
     no run, refused               failed             the refusal's text is the error
+    prepare: not finished         validating_files   validation, tokenization and the pre-flight (CPU)
+    prepare: SUCCESS              queued             the finetune run is about to be queued; cancelled if
+                                                     the tenant cancelled it in between
     QUEUED / NOT_STARTED          queued
     STARTING / STARTED            running
     CANCELING / CANCELED          cancelled          queued again when the platform preempted it: it resumes
@@ -26,7 +30,7 @@ from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.landing import results_key
 from ftpipe.objectstore import ObjectStore
 from sensors.failures import failure_reason, will_resume
-from partitions.run_tags import ATTEMPT_TAG, JOB_TAG, PREEMPTED_TAG, TENANT_TAG
+from partitions.run_tags import ATTEMPT_TAG, CANCEL_REQUESTED_TAG, JOB_TAG, PREEMPTED_TAG, PREPARE_JOB, TENANT_TAG
 
 REJECTED = "rejected.md"
 STATUS_FILE = "status.json"
@@ -52,14 +56,14 @@ class JobState:
         run = self.run.dagster_run if self.run else None
         return {"object": "fine_tuning.job", "id": job, "organization_id": tenant, "status": self.status,
                 "fine_tuned_model": self.fine_tuned_model, "error": self.error, "finished_at": self.finished_at,
-                "ftpipe": {"run_id": run.run_id if run else None,
+                "ftpipe": {"run_id": run.run_id if run else None, "stage": run.job_name if run else None,
                            "attempt": int(run.tags.get(ATTEMPT_TAG, "1")) if run else None}}
 
 
 def job_runs(instance: DagsterInstance, tenant: str, job: str) -> list[RunRecord]:
-    """The job's runs, oldest first: the first attempt, its retries, requeues after preemption."""
+    """The job's runs of both stages, oldest first: each attempt, its retries, requeues after preemption."""
     records = instance.get_run_records(RunsFilter(tags={TENANT_TAG: tenant, JOB_TAG: job}))
-    return sorted(records, key=lambda r: r.create_timestamp)
+    return sorted(records, key=lambda r: (r.create_timestamp, r.storage_id))  # a stage's runs within a tick
 
 
 def _refusal(store: ObjectStore, tenant: str, job: str) -> str | None:
@@ -84,7 +88,11 @@ def job_state(instance: DagsterInstance, store: ObjectStore, adapters: AdapterRe
     run = record.dagster_run
     status = _STATUS.get(run.status, "running")
     error = None
-    if status == "cancelled" and PREEMPTED_TAG in run.tags:
+    if run.job_name == PREPARE_JOB and run.status in ACTIVE:
+        status = "validating_files"
+    elif run.job_name == PREPARE_JOB and status == "succeeded":
+        status = "cancelled" if run.tags.get(CANCEL_REQUESTED_TAG) else "queued"
+    elif status == "cancelled" and PREEMPTED_TAG in run.tags:
         status = "queued"  # the platform stopped it for a premium run; it resumes from its checkpoint
     elif status == "failed":
         error_class, reason = failure_reason(instance, run)

@@ -70,4 +70,4 @@ def requeue_preempted_runs(context: RunStatusSensorContext):
     run = context.dagster_run
     if PREEMPTED_TAG not in run.tags:
         return SkipReason(f"run {run.run_id} was canceled, not preempted")
-    return next_attempt(run, run_key=f"{run.run_id}:requeue", drop=(PREEMPTED_TAG, EXPECTED_SECONDS_TAG))
+    return next_attempt(run, run_key=f"{run.run_id}:requeue", drop=(PREEMPTED_TAG,))

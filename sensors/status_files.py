@@ -17,7 +17,7 @@ from ft_assets.partition import publish
 from partitions.keys import InvalidName, validate_name
 from resources import CatalogResource, LandingZoneResource
 from sensors.job_state import STATUS_FILE, job_state
-from partitions.run_tags import FINETUNE_JOB, JOB_TAG, TENANT_TAG
+from partitions.run_tags import JOB_TAG, KIND_TAG, TENANT_JOB, TENANT_TAG
 
 MAX_RUNS_PER_TICK = 500
 
@@ -26,7 +26,7 @@ MAX_RUNS_PER_TICK = 500
 def status_files(context: SensorEvaluationContext, landing: LandingZoneResource, catalog: CatalogResource):
     since = float(context.cursor or 0)
     records = context.instance.get_run_records(
-        RunsFilter(job_name=FINETUNE_JOB, updated_after=datetime.fromtimestamp(since, tz=timezone.utc)),
+        RunsFilter(tags={KIND_TAG: TENANT_JOB}, updated_after=datetime.fromtimestamp(since, tz=timezone.utc)),
         limit=MAX_RUNS_PER_TICK, order_by="update_timestamp", ascending=True)
     if not records:
         return SkipReason("no run changed state")

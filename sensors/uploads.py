@@ -1,4 +1,5 @@
-"""The upload sensor: a new job manifest in the landing zone becomes a partition and a queued run.
+"""The upload sensor: a new job manifest in the landing zone becomes a partition and a queued run of its
+first stage, ``prepare`` (``sensors.stages`` queues the GPU stage once that has succeeded).
 
 The manifest is written last, so its arrival is the submission. A manifest's version is its content, the
 SHA-256 of its bytes: the same bytes written again (touched, or the same file uploaded again) start nothing
@@ -12,9 +13,10 @@ each tick looks for the files again (one stat each) until they are all there, th
 ``DATA_WAIT_SECONDS`` after the sensor first saw that version it refuses it, naming the missing files and
 their fields; uploading the manifest again retries. Waiting is logged once and writes nothing.
 
-Admission routes each job to the smallest pool whose slot fits its memory estimate (``ftpipe.routing``); a
-job that fits no pool is refused here, with the estimate, and never queues. So is a manifest that does not
-parse, names an unknown base model, or asks for what could never be served (``ftpipe.admission``).
+Admission routes each job to the smallest pool whose slot fits its memory estimate (``ftpipe.routing``; the
+prepare run carries it as ``ftpipe/routed-pool``, the finetune run holds its slot); a job that fits no pool
+is refused here, with the estimate, and never queues. So is a manifest that does not parse, names an
+unknown base model, or asks for what could never be served (``ftpipe.admission``).
 
 Quotas are checked here too, against the month's billable GPU-hours in the usage ledger: a tenant whose
 tier has a hard quota that is used up is refused (the reason lands in its results area); a job over a
@@ -58,7 +60,7 @@ from dagster import (
     sensor,
 )
 
-from ft_assets.jobs import finetune_job
+from ft_assets.jobs import prepare_job
 from ft_assets.partition import publish
 from ftpipe.admission import admit
 from ftpipe.landing import (
@@ -84,7 +86,7 @@ from resources import (
     PlatformResource,
 )
 from sensors.job_state import REJECTED, STATUS_FILE, rejected
-from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, POOL_TAG, run_tags
+from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, run_tags
 
 TICK_BUDGET_SECONDS = 30.0
 """Half of Dagster's sensor timeout (60 s): manifests not reached by then wait for the next tick."""
@@ -97,7 +99,7 @@ SWEEP_KEY = "_sweep"
 can start with '_'."""
 
 
-@sensor(job=finetune_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
+@sensor(job=prepare_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
 def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource, platform: PlatformResource,
                   base_models: BaseModelsResource, catalog: CatalogResource) -> SensorResult:
     store = landing.store()
@@ -205,7 +207,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             # run, where Dagster would skip a run key it has seen.
             run_key=f"{key}@{digest}@{version}",
             partition_key=key,
-            tags={**run_tags(config, tenant, job), POOL_TAG: admission.pool, MANIFEST_VERSION_TAG: digest,
+            tags={**run_tags(config, tenant, job, admission.pool), MANIFEST_VERSION_TAG: digest,
                   **({OVER_QUOTA_TAG: "soft"} if quota.over_soft_quota else {})},
         ))
     # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and

@@ -15,7 +15,7 @@ from ftpipe.landing import manifest_key
 from ftpipe_api.app import create_app
 from ftpipe_api.context import ApiContext
 from resources import CatalogResource
-from partitions.run_tags import FINETUNE_JOB
+from partitions.run_tags import FINETUNE_JOB, PARTITION_TAG, PREPARE_JOB, ROUTED_POOL_TAG, finetune_tags
 from sensors.status_files import status_files
 from sensors.uploads import upload_sensor
 from tests.helpers.api_server import serving
@@ -50,12 +50,24 @@ class Platform:
         status_files(context)
         return context.cursor
 
-    def queue(self, result, status=DagsterRunStatus.QUEUED):
-        """The run the sensor asked for, as the daemon's sensor runner creates it."""
-        (request,) = result.run_requests
+    def prepare(self, request, status=DagsterRunStatus.QUEUED):
+        """The upload sensor's run, as the daemon's sensor runner creates it: the job's first stage."""
+        return create_run_for_test(self.instance, job_name=PREPARE_JOB, status=status,
+                                   remote_job_origin=finetune_origin(PREPARE_JOB),
+                                   tags={**request.tags, PARTITION_TAG: request.partition_key})
+
+    def finetune(self, request, status=DagsterRunStatus.QUEUED, **tags):
+        """The job's second stage, as the stage sensor queues it once the first has succeeded."""
+        prepared = self.prepare(request, DagsterRunStatus.SUCCESS)
+        stage_tags = finetune_tags(prepared.tags, request.tags[ROUTED_POOL_TAG], 60, prepared.run_id)
         return create_run_for_test(self.instance, job_name=FINETUNE_JOB, status=status,
                                    remote_job_origin=finetune_origin(),
-                                   tags={**request.tags, "dagster/partition": request.partition_key})
+                                   tags={**stage_tags, PARTITION_TAG: request.partition_key, **tags})
+
+    def queue(self, result, status=DagsterRunStatus.QUEUED):
+        """The job of the tick's one run request, prepared and at ``status`` in its GPU stage."""
+        (request,) = result.run_requests
+        return self.finetune(request, status)
 
 
 @pytest.fixture
@@ -123,6 +135,35 @@ def test_a_job_created_through_the_sdk_is_what_ftpipe_submit_writes_and_the_sens
     messages = [e.message for e in client.fine_tuning.jobs.list_events(job.id)]
     assert messages[0] == "Job cancelled" and messages[-1] == f"Created fine-tuning job: {job.id}"
     assert client.fine_tuning.jobs.checkpoints.list(job.id).data == []
+
+
+def test_a_job_is_validating_files_while_prepared_and_can_be_cancelled_between_its_stages(platform):
+    from dagster import DagsterEvent, DagsterEventType, SkipReason
+
+    from tests.helpers.stages import finetune_request
+
+    client = platform.client("acme")
+    job = client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(client).id)
+    (request,) = platform.tick().run_requests
+    prepare = platform.prepare(request, DagsterRunStatus.STARTED)
+    polled = client.fine_tuning.jobs.retrieve(job.id)
+    assert polled.status == "validating_files" and polled.model_dump()["ftpipe"]["stage"] == "prepare"
+    platform.instance.report_dagster_event(DagsterEvent(DagsterEventType.RUN_SUCCESS.value, PREPARE_JOB),
+                                           run_id=prepare.run_id)
+    # Prepared; the GPU run is not queued yet: not final, and a client polling goes on.
+    polled = client.fine_tuning.jobs.retrieve(job.id)
+    assert (polled.status, polled.finished_at) == ("queued", None)
+    cursor = platform.write_status_files()
+    assert platform.status_file("acme", job.id)["status"] == "queued"
+
+    assert client.fine_tuning.jobs.cancel(job.id).status == "cancelled"
+    skipped = finetune_request(platform.instance, prepare.run_id)
+    assert isinstance(skipped, SkipReason) and "cancelled" in skipped.skip_message
+    assert client.fine_tuning.jobs.retrieve(job.id).finished_at is not None
+    platform.write_status_files(cursor)
+    assert platform.status_file("acme", job.id)["status"] == "cancelled"
+    with pytest.raises(openai.BadRequestError, match="only a queued or running job"):
+        client.fine_tuning.jobs.cancel(job.id)
 
 
 def test_a_manifest_the_upload_sensor_refuses_fails_the_job_in_the_api_and_in_status_json(platform):
@@ -425,9 +466,7 @@ def test_a_failure_the_platform_will_resume_reads_queued_and_a_final_one_failed(
 
     # The last attempt lost as well: final, with the reason.
     (request,) = result.run_requests
-    last = create_run_for_test(platform.instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.FAILURE,
-                               remote_job_origin=finetune_origin(),
-                               tags={**request.tags, "dagster/partition": request.partition_key, ATTEMPT_TAG: "3"})
+    last = platform.finetune(request, DagsterRunStatus.FAILURE, **{ATTEMPT_TAG: "3"})
     assert last.run_id != lost.run_id
     polled = client.fine_tuning.jobs.retrieve(job.id)
     assert polled.status == "failed" and polled.error.code == "platform_error" and polled.error.message
@@ -435,9 +474,9 @@ def test_a_failure_the_platform_will_resume_reads_queued_and_a_final_one_failed(
     # The tenant's own error is final on the first attempt.
     other = client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(client).id, seed=3)
     (request,) = platform.tick(result.cursor).run_requests
-    create_run_for_test(platform.instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.FAILURE,
-                        remote_job_origin=finetune_origin(),
-                        tags={**request.tags, "dagster/partition": request.partition_key, ERROR_CLASS_TAG: "user",
+    create_run_for_test(platform.instance, job_name=PREPARE_JOB, status=DagsterRunStatus.FAILURE,
+                        remote_job_origin=finetune_origin(PREPARE_JOB),
+                        tags={**request.tags, PARTITION_TAG: request.partition_key, ERROR_CLASS_TAG: "user",
                               OUTCOME_TAG: "[user] validation found 1 error(s) in the upload"})
     polled = client.fine_tuning.jobs.retrieve(other.id)
     assert polled.status == "failed" and polled.error.code == "user_error"
@@ -468,10 +507,8 @@ def test_jobs_uploaded_to_the_bucket_are_listed_and_read_beside_the_apis_own(pla
 
     result = platform.tick()
     for request in result.run_requests:  # as the daemon would: a run per admitted job
-        create_run_for_test(platform.instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.QUEUED,
-                            remote_job_origin=finetune_origin(),
-                            tags={**request.tags, "dagster/partition": request.partition_key})
-    assert client.fine_tuning.jobs.retrieve("support-v1").status == "queued"
+        platform.prepare(request)
+    assert client.fine_tuning.jobs.retrieve("support-v1").status == "validating_files"
     garbage = client.fine_tuning.jobs.retrieve("garbage")
     assert garbage.status == "failed" and "manifest.yaml" in garbage.error.message
     assert client.fine_tuning.jobs.list_events("support-v1").data[-1].message == "Created fine-tuning job: support-v1"

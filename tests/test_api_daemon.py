@@ -57,6 +57,9 @@ def test_the_sdk_trains_polls_lists_events_and_checkpoints_cancels_and_reuses_th
             events = client.fine_tuning.jobs.list_events(job.id, limit=1000).data
             messages = [e.message for e in events]
             assert messages[0] == "The job has successfully completed" and messages[-1].startswith("Created")
+            # The first stage's story comes first, and says what it was.
+            assert messages.index("Files validated and tokenized; queued for training") > messages.index(
+                "Job started (attempt 1)")
             metrics = [e.data for e in events if e.type == "metrics"]
             assert metrics and all(m["total_steps"] == metrics[0]["total_steps"] for m in metrics)
             assert any(m.get("train_loss") for m in metrics) and any(m.get("valid_loss") for m in metrics)
@@ -85,7 +88,7 @@ def test_the_sdk_trains_polls_lists_events_and_checkpoints_cancels_and_reuses_th
                 600, daemon, log)
             assert client.fine_tuning.jobs.cancel(long.id).status == "cancelled"
             wait_for("the cancellation", lambda: instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))[0].status
-                  == DagsterRunStatus.CANCELED, 300, daemon, log)
+                  == DagsterRunStatus.CANCELED, 300, daemon, log)  # the newest run: the GPU stage's
             assert client.fine_tuning.jobs.retrieve(long.id).status == "cancelled"
             stopped = client.fine_tuning.jobs.checkpoints.list(long.id).data
             assert stopped and 0 < stopped[0].step_number < LONG_STEPS

@@ -78,8 +78,14 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
         assert [r.tags["ftpipe/job"] for r in instance.get_runs(RunsFilter(tags={TENANT_TAG: "initech"}))] == [
             rows["initech"].job]
         runs = instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))
-        assert len(runs) == 1  # the sensor ticked many times; the manifest started one run
-        assert runs[0].tags["dagster/priority"] == "10" and runs[0].tags["ftpipe/pool"] == "cpu-local"
+        # The sensor ticked many times; the manifest started one job: its CPU stage, then its GPU stage.
+        assert [r.job_name for r in runs] == ["finetune", "prepare"]
+        gpu, cpu = runs
+        assert gpu.tags["dagster/priority"] == "10" and gpu.tags["ftpipe/pool"] == "cpu-local"
+        assert "ftpipe/pool" not in cpu.tags and cpu.tags["ftpipe/routed-pool"] == "cpu-local"
+        # The GPU slot was held from the training step on: the GPU run started after the CPU run ended.
+        records = {r.dagster_run.job_name: r for r in instance.get_run_records(RunsFilter(tags={TENANT_TAG: "acme"}))}
+        assert records["prepare"].end_time <= records["finetune"].start_time
 
     # Erasure: delete one tenant after real runs; nothing of it remains anywhere, and the others are untouched.
     from ftpipe.artifacts import ArtifactLayout
@@ -106,4 +112,4 @@ def test_uploads_become_registered_adapters_through_the_daemon(tmp_path, monkeyp
         assert all(instance.all_logs(run_id) == [] for run_id in globex_runs)
         assert instance.get_runs(RunsFilter(tags={TENANT_TAG: "globex"})) == []
         assert not [k for k in instance.get_dynamic_partitions("tenant_jobs") if k.startswith("globex__")]
-        assert len(instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))) == 1
+        assert len(instance.get_runs(RunsFilter(tags={TENANT_TAG: "acme"}))) == 2

@@ -16,6 +16,7 @@ from ftpipe import synthetic
 from ftpipe.submission import default_manifest, submit_job
 from resources import CatalogResource, TrainerLauncherResource
 from sensors.failures import failure_reason, meter_lost_attempt, resume_failed_runs
+from tests.helpers.stages import execute_stages
 from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -24,9 +25,8 @@ pytestmark = pytest.mark.slow
 def _failed_run(instance, resources, tenant, job, sensor_catalog=None):
     key = f"{tenant}__{job}"
     instance.add_dynamic_partitions("tenant_jobs", [key])
-    result = build_defs(resources).resolve_job_def("finetune").execute_in_process(
-        instance=instance, partition_key=key, raise_on_error=False,
-        tags={"ftpipe/tenant": tenant, "ftpipe/job": job, "ftpipe/attempt": "1", "dagster/priority": "10"})
+    result = execute_stages(build_defs(resources), instance, key, tags={
+        "ftpipe/tenant": tenant, "ftpipe/job": job, "ftpipe/attempt": "1", "dagster/priority": "10"})
     assert not result.success
     run = instance.get_run_by_id(result.run_id)
     event = next(iter(instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE))).dagster_event
@@ -59,7 +59,9 @@ def test_a_crashed_trainer_is_a_platform_failure_and_is_resumed(local_resources,
         assert meter_lost_attempt(instance, run, resources["platform"], other) is None
         assert len(other.ledger().records()) == 1
     assert isinstance(request, RunRequest)
-    assert request.partition_key == "acme__crash-v1"
+    # The GPU stage again, holding its pool's slot; the prepared data is not prepared twice.
+    assert (request.job_name, request.partition_key, request.tags["ftpipe/pool"]) == (
+        "finetune", "acme__crash-v1", "cpu-local")
     assert request.tags["ftpipe/attempt"] == "2" and request.tags["dagster/priority"] == "10"
 
 

@@ -36,8 +36,10 @@ def home(tmp_path, monkeypatch, platform_file):
 
 
 def _submit(instance, tags, job_name="finetune", asset_selection=None):
+    origin_job = job_name if job_name in ("prepare", "finetune") else "finetune"
     run = create_run_for_test(instance, job_name=job_name, status=DagsterRunStatus.NOT_STARTED,
-                              remote_job_origin=finetune_origin(), job_code_origin=finetune_code_origin(), tags=tags,
+                              remote_job_origin=finetune_origin(origin_job),
+                              job_code_origin=finetune_code_origin(origin_job), tags=tags,
                               asset_selection=asset_selection)
     return run, lambda: instance.submit_run(run.run_id, workspace=None)
 
@@ -55,7 +57,8 @@ def test_a_hand_launch_is_routed_tagged_and_numbered_like_the_sensors_runs(home)
         assert queued.status == DagsterRunStatus.QUEUED
         assert {k: v for k, v in queued.tags.items() if k.startswith(("ftpipe/", "dagster/priority"))} == {
             "ftpipe/tenant": "acme", "ftpipe/job": "support-v1", "ftpipe/tier": "premium",
-            "ftpipe/pool": "cpu-local", "dagster/priority": "10", "ftpipe/attempt": "1", "ftpipe/kind": "tenant-job"}
+            "ftpipe/pool": "cpu-local", "dagster/priority": "10", "ftpipe/attempt": "1", "ftpipe/kind": "tenant-job",
+            "ftpipe/stage": "finetune"}
         # The second and third hand launches of the same partition are the next attempts, not attempt 1 again.
         assert submit_again(instance).tags["ftpipe/attempt"] == "2"
         assert submit_again(instance).tags["ftpipe/attempt"] == "3"
@@ -63,6 +66,26 @@ def test_a_hand_launch_is_routed_tagged_and_numbered_like_the_sensors_runs(home)
         tags = {"dagster/partition": "acme__support-v1", "ftpipe/pool": "big", "ftpipe/attempt": "7"}
         routed = _submit(instance, tags)[1]()
         assert (routed.tags["ftpipe/pool"], routed.tags["ftpipe/attempt"]) == ("big", "7")
+
+
+def test_a_hand_launch_of_cpu_work_names_the_pool_and_holds_no_slot(home):
+    from dagster import AssetKey
+
+    _upload(home)
+    with instance_for_test(overrides=COORDINATOR) as instance:
+        prepare = _submit(instance, {"dagster/partition": "acme__support-v1"}, job_name="prepare")[1]()
+        # Re-validating from the UI (the implicit asset job, dataset assets only) is CPU work too.
+        revalidate = _submit(instance, {"dagster/partition": "acme__support-v1"}, job_name="__ASSET_JOB",
+                             asset_selection={AssetKey("raw_dataset"), AssetKey("validated_dataset")})[1]()
+        # Training from the UI holds the slot; attempts are numbered per job.
+        train = _submit(instance, {"dagster/partition": "acme__support-v1"})[1]()
+        again = _submit(instance, {"dagster/partition": "acme__support-v1"}, job_name="prepare")[1]()
+    for run in (prepare, revalidate):
+        assert (run.tags["ftpipe/stage"], run.tags["ftpipe/routed-pool"]) == ("prepare", "cpu-local")
+        assert "ftpipe/pool" not in run.tags
+    assert (train.tags["ftpipe/stage"], train.tags["ftpipe/pool"], train.tags["ftpipe/attempt"]) == (
+        "finetune", "cpu-local", "1")
+    assert again.tags["ftpipe/attempt"] == "2"
 
 
 def submit_again(instance):

@@ -246,6 +246,14 @@ FILE_CASES = {
     "truncated Parquet": ("train.parquet", _truncated_parquet, "not a valid Parquet file"),
     "empty Parquet": ("train.parquet", lambda: b"", "not a valid Parquet file"),
     "Parquet string not UTF-8": ("train.parquet", _parquet_with_invalid_utf8, "cannot read the rows from row 1 on"),
+    # polars reads a field name cut at its NUL byte, so "\x00" and "" are one field to it (found by Hypothesis).
+    "Parquet field names NUL and empty": ("train.parquet", lambda: _parquet(messages=pa.array(
+        [[{"\x00": None, "": {"": "hi"}}]])), 'column "messages[]": the field name "\\u0000" holds a NUL byte'),
+    "Parquet nested field name with NUL": ("train.parquet", lambda: _parquet(messages=pa.array(
+        [[{"role": "user", "content": {"a\x00b": 1}}]])),
+        'column "messages[].content": the field name "a\\u0000b" holds a NUL byte'),
+    "Parquet column name with NUL": ("train.parquet", lambda: _parquet(**{"prompt\x00": ["q"], "completion": ["a"]}),
+                                     'the column name "prompt\\u0000" holds a NUL byte'),
     "Parquet duplicate columns": ("train.parquet", _parquet_with_duplicate_names,
                                   'column "prompt" appears more than once'),
     "Parquet decimal256": ("train.parquet", lambda: _parquet(

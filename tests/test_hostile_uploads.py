@@ -174,7 +174,7 @@ def test_hostile_data_files_fail_as_the_tenants_error_before_tokenization(world,
                 assert expected in store.read_bytes(results_key("acme", job, "rejected.md")).decode()
                 continue
             key = f"acme__{job}"
-            result = build_defs(local_resources).resolve_job_def("finetune").execute_in_process(
+            result = build_defs(local_resources).resolve_job_def("prepare").execute_in_process(
                 instance=instance, partition_key=key, raise_on_error=False)
             run = instance.get_run_by_id(result.run_id)
             assert run.status == DagsterRunStatus.FAILURE, job

@@ -65,10 +65,13 @@ def test_definitions_load():
     from ft_assets.definitions import defs
 
     Definitions.validate_loadable(defs)
-    job = defs.resolve_job_def("finetune")
-    assert {n.name for n in job.graph.node_defs} >= {"raw_dataset", "validated_dataset", "adapter", "registered_adapter"}
-    assert {s.name for s in defs.sensors} == {"upload_sensor", "resume_failed_runs", "notify_succeeded_jobs",
-                                              "preempt_for_premium",
+    # A tenant job's two stages: only the second holds a GPU slot.
+    assert {n.name for n in defs.resolve_job_def("prepare").graph.node_defs} == {
+        "raw_dataset", "validated_dataset", "tokenized_dataset"}
+    assert {n.name for n in defs.resolve_job_def("finetune").graph.node_defs} == {
+        "adapter", "eval_report", "registered_adapter"}
+    assert {s.name for s in defs.sensors} == {"upload_sensor", "queue_finetune_runs", "resume_failed_runs",
+                                              "notify_succeeded_jobs", "preempt_for_premium",
                                               "requeue_preempted_runs", "status_files"}
     assert {s.name for s in defs.schedules} >= {"billing_schedule", "golden_reevaluation_schedule",
                                                 "checkpoint_retention_schedule", "adapter_retention_schedule",
@@ -90,9 +93,11 @@ def test_assets_that_read_another_assets_output_show_it_as_lineage():
 def test_the_coordinators_tenant_job_assets_are_the_assets_partitioned_by_tenant_job():
     from ft_assets.definitions import ASSETS
     from partitions.tenant_jobs import tenant_jobs_partitions
-    from resources.run_coordinator import TENANT_JOB_ASSETS
+    from resources.run_coordinator import PREPARE_ASSETS, TENANT_JOB_ASSETS
 
     assert TENANT_JOB_ASSETS == {a.key.to_user_string() for a in ASSETS if a.partitions_def == tenant_jobs_partitions}
+    assert PREPARE_ASSETS == {a.key.to_user_string() for a in ASSETS if a.group_names_by_key and
+                              set(a.group_names_by_key.values()) == {"dataset"}}
 
 
 def test_a_sensors_pool_attempt_and_priority_survive_the_partitions_own_tags():

@@ -13,6 +13,7 @@ from ftpipe.landing import results_key
 from ftpipe.submission import default_manifest, submit_job
 from partitions.keys import partition_key
 from sensors.failures import failure_reason, resume_failed_runs
+from tests.helpers.stages import execute_stages
 from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -21,8 +22,7 @@ pytestmark = pytest.mark.slow
 def _run(instance, resources, tenant, job):
     key = partition_key(tenant, job)
     instance.add_dynamic_partitions("tenant_jobs", [key])
-    result = build_defs(resources).resolve_job_def("finetune").execute_in_process(
-        instance=instance, partition_key=key, raise_on_error=False)
+    result = execute_stages(build_defs(resources), instance, key)
     return result, instance.get_run_by_id(result.run_id)
 
 

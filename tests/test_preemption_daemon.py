@@ -59,7 +59,9 @@ def _trainer_is_running(daemon) -> bool:
 
 
 def _runs(instance: DagsterInstance, tenant: str):
-    return sorted(instance.get_runs(RunsFilter(tags={TENANT_TAG: tenant})), key=lambda r: int(r.tags[ATTEMPT_TAG]))
+    """The tenant's GPU runs (the stage that holds a slot and can be preempted), by attempt."""
+    return sorted(instance.get_runs(RunsFilter(tags={TENANT_TAG: tenant}, job_name="finetune")),
+                  key=lambda r: int(r.tags[ATTEMPT_TAG]))
 
 
 def test_a_preempted_free_run_resumes_after_the_premium_run_and_ends_where_an_uninterrupted_run_ends(

@@ -16,7 +16,17 @@ from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from ftpipe.tenants import load_platform_config
-from partitions.run_tags import KIND_TAG, MAINTENANCE, POOL_TAG, PRIORITY_TAG, TENANT_JOB, TENANT_TAG, TIER_TAG
+from partitions.run_tags import (
+    KIND_TAG,
+    MAINTENANCE,
+    POOL_TAG,
+    PREPARE_JOB,
+    PRIORITY_TAG,
+    STAGE_TAG,
+    TENANT_JOB,
+    TENANT_TAG,
+    TIER_TAG,
+)
 from tests.helpers.origins import finetune_origin
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,9 +69,9 @@ def _blocked(run, running, limits, max_concurrent) -> bool:
         return True
     if sum(r.tags[TENANT_TAG] == tags[TENANT_TAG] for r in running) >= limits[(TENANT_TAG, "*")]:
         return True
-    for key in (POOL_TAG, TIER_TAG):
-        limit = limits.get((key, tags[key]))
-        if limit is not None and sum(r.tags[key] == tags[key] for r in running) >= limit:
+    for key in (POOL_TAG, STAGE_TAG, TIER_TAG):
+        limit = limits.get((key, tags.get(key)))
+        if limit is not None and sum(r.tags.get(key) == tags[key] for r in running) >= limit:
             return True
     return False
 
@@ -76,14 +86,15 @@ def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
     with _queue(config) as (instance, workspace):
         origin = finetune_origin()
         runs = []
-        for n in range(120):
-            tenant = f"t{n % 40:02d}"
+        for n in range(180):
+            tenant = f"t{n % 60:02d}"
             tier = ("premium", "standard", "free")[int(tenant[1:]) % 3]
             pool = rng.choices(["h100x1", "h100x4", "h100x8"], weights=[8, 2, 1])[0]
-            runs.append(create_run_for_test(instance, job_name="finetune", status=DagsterRunStatus.QUEUED,
+            # A third are first stages: CPU work under the prepare limit, holding no pool's slot.
+            stage = {STAGE_TAG: "prepare"} if rng.random() < 1 / 3 else {STAGE_TAG: "finetune", POOL_TAG: pool}
+            runs.append(create_run_for_test(instance, job_name=stage[STAGE_TAG], status=DagsterRunStatus.QUEUED,
                                             remote_job_origin=origin, tags={
-                TENANT_TAG: tenant, TIER_TAG: tier, POOL_TAG: pool, PRIORITY_TAG: str(tiers[tier]),
-                KIND_TAG: TENANT_JOB}))
+                TENANT_TAG: tenant, TIER_TAG: tier, PRIORITY_TAG: str(tiers[tier]), KIND_TAG: TENANT_JOB, **stage}))
         daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
         launched_order, iterations, peak, passed_over = [], 0, Counter(), 0
         while len(launched_order) < len(runs):
@@ -97,10 +108,10 @@ def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
             launched_order += [r.run_id for r in new]
             # Limits hold at every step.
             assert len(running) <= config["max_concurrent_runs"]
-            peak.update({pool: n - peak[pool] for pool, n in Counter(r.tags[POOL_TAG] for r in running).items()
-                         if n > peak[pool]})
+            in_use = Counter(r.tags.get(POOL_TAG) or r.tags[STAGE_TAG] for r in running)
+            peak.update({name: n - peak[name] for name, n in in_use.items() if n > peak[name]})
             for (key, value), limit in limits.items():
-                counts = Counter(r.tags[key] for r in running)
+                counts = Counter(r.tags[key] for r in running if key in r.tags)
                 assert max(counts.values(), default=0) <= limit if value == "*" else counts[value] <= limit
             # Priority: a run still waiting was blocked by a limit, or ranks below everything launched now.
             waiting = [r for r in queued_before if current[r.run_id].status == DagsterRunStatus.QUEUED]
@@ -115,7 +126,7 @@ def test_many_queued_runs_dequeue_within_every_limit_in_priority_order():
                                                            job_name=run.job_name), run_id=run.run_id)
         assert sorted(launched_order) == sorted(r.run_id for r in runs)
         # The limits really bound: the multi-GPU pools filled, and higher-priority runs waited behind them.
-        assert peak["h100x4"] == 2 and peak["h100x8"] == 1
+        assert peak["h100x4"] == 2 and peak["h100x8"] == 1 and peak["prepare"] == limits[(STAGE_TAG, PREPARE_JOB)]
         assert passed_over > 0
         # Premium work goes first overall: the mean launch position rises as the tier's priority falls.
         position = {run_id: i for i, run_id in enumerate(launched_order)}
@@ -129,9 +140,10 @@ def test_the_run_cap_fits_the_tenant_jobs_share_and_leaves_room_for_maintenance(
     config = _coordinator_config(REPO / dagster_yaml)
     tenant_share = _limits(config)[(KIND_TAG, TENANT_JOB)]
     assert config["max_concurrent_runs"] - tenant_share >= 2
-    if "postgres" in dagster_yaml:  # production: every pool's limit can be reached at once
+    if "postgres" in dagster_yaml:  # production: every pool's limit and the prepare stage's can be reached at once
         platform = load_platform_config(REPO / "tenants.yaml")
-        assert tenant_share == sum(pool.slots for pool in platform.pools.values())
+        assert tenant_share == sum(pool.slots for pool in platform.pools.values()) + _limits(config)[
+            (STAGE_TAG, PREPARE_JOB)]
 
 
 def test_a_maintenance_run_does_not_wait_behind_tenants_jobs():

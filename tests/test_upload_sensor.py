@@ -32,8 +32,10 @@ def test_new_manifest_adds_partition_and_queues_one_run_with_tier_tags(landing, 
         runs = {r.partition_key: r for r in result.run_requests}
         assert set(runs) == {"acme__support-v1", "initech__helpdesk-v1"}
         acme = runs["acme__support-v1"].tags
-        assert (acme["ftpipe/tenant"], acme["ftpipe/tier"], acme["ftpipe/pool"], acme["dagster/priority"]) == (
-            "acme", "premium", "cpu-local", "10")
+        # The first stage: CPU work that names the pool its GPU stage will hold, holding none itself.
+        assert (acme["ftpipe/tenant"], acme["ftpipe/tier"], acme["ftpipe/routed-pool"], acme["dagster/priority"],
+                acme["ftpipe/stage"]) == ("acme", "premium", "cpu-local", "10", "prepare")
+        assert "ftpipe/pool" not in acme
         assert runs["initech__helpdesk-v1"].tags["dagster/priority"] == "0"
 
         # The same manifests seen again: no new partition, no second run.

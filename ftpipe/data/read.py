@@ -698,6 +698,35 @@ def _refuse_columns(columns: list[str], name: str) -> None:
         raise UnreadableFile(f"{name}: column {json.dumps(dup)} appears more than once; each column needs its own name")
 
 
+def _refuse_field_names(schema, name: str) -> None:
+    """Field names that polars cannot tell apart: one with a NUL byte (it reads as the name cut there), or one
+    repeated in a struct. Read on, one field's values would be taken for another's."""
+    import pyarrow as pa
+
+    def walk(dtype, where: str) -> None:
+        if pa.types.is_struct(dtype):
+            fields = [dtype.field(i) for i in range(dtype.num_fields)]
+            names = [f.name for f in fields]
+            bad = next((n for n in names if "\x00" in n), None)
+            if bad is None and len(set(names)) < len(names):
+                bad = next(n for n in names if names.count(n) > 1)
+            if bad is not None:
+                why = "holds a NUL byte" if "\x00" in bad else "appears more than once"
+                raise UnreadableFile(f"{name}: column {json.dumps(where)}: the field name {json.dumps(bad)} {why}; "
+                                     "give every field its own plain name")
+            for field in fields:
+                walk(field.type, f"{where}.{field.name}")
+        elif pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_fixed_size_list(dtype):
+            walk(dtype.value_type, f"{where}[]")
+        elif pa.types.is_map(dtype):
+            walk(dtype.item_type, f"{where}{{}}")
+
+    for field in schema:
+        if "\x00" in field.name:
+            raise UnreadableFile(f"{name}: the column name {json.dumps(field.name)} holds a NUL byte; rename it")
+        walk(field.type, field.name)
+
+
 def parquet_frames(path: str | Path, columns: list[str] | None = None, batch_rows: int = 100_000,
                    max_bytes: int | None = None) -> Iterator[pl.DataFrame]:
     """A Parquet file's rows in order, a batch at a time; nothing is read until the first batch is asked for.
@@ -742,6 +771,7 @@ def _parquet_frames(path: Path, name: str):
         raise UnreadableFile(f"{name}: not a valid Parquet file ({_polars_failure(exc)}); write it again with "
                              "pyarrow, pandas or polars") from None
     _refuse_columns(columns, name)
+    _refuse_field_names(file.schema_arrow, name)
     size = path.stat().st_size
     cap = max(MIN_EXPANSION_CAP, MAX_EXPANSION * size)
     bomb = UnreadableFile(f"{name}: decompresses to more than {cap >> 20:,} MiB of text from {size:,} bytes (over "

@@ -4,18 +4,18 @@ from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOr
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 
-def finetune_origin() -> RemoteJobOrigin:
+def finetune_origin(job_name: str = "finetune") -> RemoteJobOrigin:
     return RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
         LoadableTargetOrigin(module_name="ft_assets.definitions"), location_name="ftpipe"), "__repository__"),
-        "finetune")
+        job_name)
 
 
-def finetune_code_origin():
+def finetune_code_origin(job_name: str = "finetune"):
     """The Python origin a submitted run must carry as well (``DagsterInstance.submit_run`` checks it)."""
     import sys
 
     from dagster._core.code_pointer import ModuleCodePointer
     from dagster._core.origin import JobPythonOrigin, RepositoryPythonOrigin
 
-    return JobPythonOrigin("finetune", RepositoryPythonOrigin(
+    return JobPythonOrigin(job_name, RepositoryPythonOrigin(
         sys.executable, ModuleCodePointer("ft_assets.definitions", "defs", working_directory=None)))
