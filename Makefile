@@ -15,7 +15,7 @@ export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install base-model dagster-home demo test test-fast test-kernels ui daemon api clean
+.PHONY: install base-model dagster-home demo lint test test-fast test-kernels ui daemon api clean
 
 install: $(STAMP)
 
@@ -40,10 +40,14 @@ demo: install dagster-home
 base-model: install
 	$(VENV)/bin/ftpipe base-model
 
+# ruff's rules and settings are in pyproject.toml ([tool.ruff]); make test runs it first, so CI fails on a finding.
+lint: install
+	$(VENV)/bin/ruff check .
+
 # Two workers, one torch thread each: half the suite waits on daemons, webservers and subprocess imports,
 # which the other worker's training fills. Work stealing, because a few end-to-end tests take minutes.
 PYTEST_WORKERS ?= 2
-test: install base-model
+test: install lint base-model
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -ra -n $(PYTEST_WORKERS) --dist worksteal
 
 test-fast: install base-model

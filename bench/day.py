@@ -262,8 +262,8 @@ def simulate(jobs: list[Job], pg_admin: str, step: float, max_hours: float) -> d
                 if now >= DAY and not pending and all(j.launched is not None or (j.queued is None and now - j.arrives
                                                                                  > REFUSED_AFTER) for j in jobs):
                     break
-            return {"busy": busy, "end": now, "blocked": blocked, "tick_seconds": tick_seconds, "dequeue_seconds": dequeue_seconds,
-                    "queue_lengths": queue_lengths}
+            return {"busy": busy, "end": now, "blocked": blocked, "tick_seconds": tick_seconds,
+                    "dequeue_seconds": dequeue_seconds, "queue_lengths": queue_lengths}
     finally:
         with psycopg.connect(pg_admin, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
@@ -283,7 +283,8 @@ def report(jobs: list[Job], sim: dict, wall: float, args) -> dict:
     gpu_hours = sum(demand.values()) / HOUR
     ideal_makespan = max(DAY, sum(demand.values()) / total_gpus)  # the day's work cannot end before it arrives
     refused = sum(j.queued is None for j in jobs)
-    out = {"jobs": len(jobs), "refused_by_the_sensor": refused, "tenant_limit": TENANT_LIMIT, "step_s": args.step, "wall_s": round(wall, 1), "gpu_hours": round(gpu_hours, 1),
+    out = {"jobs": len(jobs), "refused_by_the_sensor": refused, "tenant_limit": TENANT_LIMIT, "step_s": args.step,
+           "wall_s": round(wall, 1), "gpu_hours": round(gpu_hours, 1),
            "tiers": {}, "pools": {}, "drained_h": round(sim["end"] / HOUR, 2)}
     print(f"\n{len(jobs)} jobs, {gpu_hours:,.0f} GPU-hours of work on {total_gpus} GPUs; simulated in steps of "
           f"{args.step:g} s; {wall:.0f} s wall on {os.cpu_count()} CPUs; {refused} refused by the sensor\n")

@@ -2,8 +2,8 @@
 
 For each demo tenant this runs the code path the pipeline runs, without Dagster: the upload the demo submits
 (``ftpipe_cli.demo.demo_uploads``), its validation (``validate_to_parquet``: errors, duplicate and
-near-duplicate warnings), tokenization through the base model's chat template, the training plan (``plan_training``: the demo
-manifest's choices, the platform's for the rest, on its default pool), ``run_training``, and
+near-duplicate warnings), tokenization through the base model's chat template, the training plan (``plan_training``:
+the demo manifest's choices, the platform's for the rest, on its default pool), ``run_training``, and
 ``compare_base_and_tuned`` on the held-out split and the golden set. It prints and writes, per tenant:
 held-out and golden exact match of base and tuned, golden perplexity, training seconds, and each of the
 platform's gates (``tenants.yaml``) with its value, 95% interval, verdict, and the distance from the interval end
@@ -139,7 +139,8 @@ def run_tenant(upload, base, config, pool_name: str, work: Path, evaluate: bool 
     out["eval_seconds"] = round(time.perf_counter() - start, 2)
     out["n_holdout"], out["n_golden"] = report.n_holdout, report.n_golden
     # Only the fields every version of the report has: the rows with base, tuned and delta.
-    out["metrics"] = {_metric_name(r): {side: round(_number(getattr(r, side)), 4) for side in ("base", "tuned", "delta")}
+    out["metrics"] = {_metric_name(r): {side: round(_number(getattr(r, side)), 4)
+                                        for side in ("base", "tuned", "delta")}
                       for r in report.rows}
     out["platform_gates"] = _platform_gates(report, config)
     return out
@@ -196,8 +197,8 @@ def run_once(args) -> dict:
         for upload in demo_uploads(scale):
             if wanted and upload.tenant not in wanted:
                 continue
-            print(f"[{out['setting']['aten_cpu_capability']}, {out['setting']['threads']} thread(s)] {upload.tenant} ...",
-                  file=sys.stderr, flush=True)
+            print(f"[{out['setting']['aten_cpu_capability']}, {out['setting']['threads']} thread(s)] "
+                  f"{upload.tenant} ...", file=sys.stderr, flush=True)
             out["tenants"][upload.tenant] = run_tenant(upload, base, config, config.default_pool,
                                                        Path(tmp) / upload.tenant, seed=args.seed,
                                                        hyperparameters=json.loads(args.hp) if args.hp else None)
@@ -214,7 +215,8 @@ def _row(tenant: dict) -> list[str]:
             f"golden EM {m['golden_exact_match']['base']:.3f} -> {m['golden_exact_match']['tuned']:.3f}",
             f"golden ppl {m['golden_perplexity']['base']:.3f} -> {m['golden_perplexity']['tuned']:.3f}",
             f"train {tenant['training']['seconds']:.0f}s/{tenant['training']['steps']} steps"
-            + (f", adapter = step {tenant['training']['selected_step']}" if "selected_step" in tenant["training"] else ""),
+            + (f", adapter = step {tenant['training']['selected_step']}"
+               if "selected_step" in tenant["training"] else ""),
             *(f"platform gate {k} {v['condition']}: {v['value']:.3f} [{v['interval'][0]:.3f}, {v['interval'][1]:.3f}] "
               f"{v['verdict']}, {'passes' if v['passed'] else 'FAILS'} (deciding end {v['deciding_end_margin']:+.3f} "
               f"from the threshold)" for k, v in tenant["platform_gates"].items())]

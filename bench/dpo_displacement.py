@@ -59,7 +59,8 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(base_path)
     held_out = _pairs(tokenizer, synthetic.acme_preferences(40, seed=99))
     accuracy, chosen = preferences(AutoModelForCausalLM.from_pretrained(base_path), held_out)
-    print(f"base model:            preference accuracy {accuracy:.2f}, chosen answers' log-likelihood {chosen:.1f} nats")
+    print(f"base model:            preference accuracy {accuracy:.2f}, "
+          f"chosen answers' log-likelihood {chosen:.1f} nats")
     with tempfile.TemporaryDirectory() as tmp:
         _pairs(tokenizer, synthetic.acme_preferences(96, seed=5)).write_parquet(Path(tmp) / "pairs.parquet")
         for weight in (0.0, 1.0):

@@ -64,8 +64,8 @@ def main() -> None:
 
     from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor, instance_for_test
 
+    from bench.validate import write_rows
     from ft_assets.definitions import ASSETS, build_defs
-    from ftpipe import synthetic
     from ftpipe.submission import default_manifest, submit_job
     from partitions.tenant_jobs import tenant_jobs_partitions
     from resources import (
@@ -98,7 +98,9 @@ def main() -> None:
             "platform": PlatformResource(tenants_file=str(tenants)),
             "trainer": TrainerLauncherResource(),
         }
-        data = synthetic.to_jsonl(synthetic.acme_support(args.rows)).encode()
+        upload = folder / "train.jsonl"
+        write_rows(upload, args.rows)  # support tickets, all distinct (bench/validate.py's)
+        data = upload.read_bytes()
         manifest = default_manifest("train.jsonl", holdout_fraction=min(0.2, 100 / args.rows),
                                     hyperparameters={"max_steps": args.max_steps})
         store = resources["landing"].store()
@@ -112,7 +114,9 @@ def main() -> None:
         defs = build_defs(resources)
         results = {}
         started = time.perf_counter()
-        single = Definitions(assets=ASSETS, jobs=[whole], resources=resources).resolve_job_def("whole").execute_in_process(
+        single = Definitions(
+            assets=ASSETS, jobs=[whole], resources=resources,
+        ).resolve_job_def("whole").execute_in_process(
             instance=instance, partition_key="one-run__job", tags={"ftpipe/pool": "cpu-local"})
         assert single.success
         results["one run"] = held_and_busy(instance, [single.run_id], single.run_id)

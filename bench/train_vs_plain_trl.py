@@ -39,9 +39,11 @@ def plain_trl(model_path: str, conversations: list, out: Path, epochs: float) ->
                      max_length=512, assistant_only_loss=True, lr_scheduler_type="cosine", warmup_steps=0.05,
                      seed=42, logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
                      gradient_checkpointing=False, disable_tqdm=True)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([{"messages": c} for c in conversations]),
+    trainer = SFTTrainer(model=model, args=args,
+                         train_dataset=Dataset.from_list([{"messages": c} for c in conversations]),
                          processing_class=tokenizer,
-                         peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"))
+                         peft_config=LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                task_type="CAUSAL_LM"))
     result = trainer.train()
     return time.perf_counter() - start, float(result.training_loss), trainer.state.global_step
 

@@ -51,7 +51,8 @@ def in_shape(row: dict, shape: str) -> dict:
     if shape in ("chat", "json_array"):
         return row
     if shape == "sharegpt":
-        return {"system": system, "conversations": [{"from": "human", "value": user}, {"from": "gpt", "value": assistant}]}
+        return {"system": system,
+                "conversations": [{"from": "human", "value": user}, {"from": "gpt", "value": assistant}]}
     if shape == "alpaca":
         return {"system": system, "instruction": user, "input": "", "output": assistant}
     if shape == "content_parts":
@@ -91,8 +92,9 @@ def write_rows(path: Path, n: int, seed: int = 0, shape: str = "chat") -> None:
 
 
 def plain_loop(path: Path) -> dict:
-    from ftpipe.data.pii import PREFILTER, find_pii
     import re
+
+    from ftpipe.data.pii import PREFILTER, find_pii
 
     prefilter = re.compile(PREFILTER)
     seen, errors, duplicates, pii = set(), 0, 0, 0

@@ -31,7 +31,6 @@ from resources import (
     PlatformResource,
 )
 
-
 BILLS_SCHEMA = TableSchema(columns=[
     TableColumn("tenant", "string"), TableColumn("tier", "string"), TableColumn("gpu_hours", "float"),
     TableColumn("refunded_gpu_hours", "float"), TableColumn("overage_gpu_hours", "float"),

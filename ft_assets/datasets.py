@@ -48,6 +48,7 @@ from ftpipe.training.cost import (
 )
 from ftpipe.training.plan import plan_training
 from ftpipe.training.spec import TrainJobSpec
+from partitions.run_tags import POOL_TAG, ROUTED_POOL_TAG
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     ArtifactStoreResource,
@@ -56,10 +57,10 @@ from resources import (
     LandingZoneResource,
     PlatformResource,
 )
-from partitions.run_tags import POOL_TAG, ROUTED_POOL_TAG
 
 
-def _check_job_size(context: AssetExecutionContext, config: PlatformConfig, tenant: str, job: str, estimated_gpu_hours: float, store) -> None:
+def _check_job_size(context: AssetExecutionContext, config: PlatformConfig, tenant: str, job: str,
+                    estimated_gpu_hours: float, store) -> None:
     """The tier's cap on one job: a job planned far beyond it (a billion epochs, say) never starts."""
     tier_name = config.tenant(tenant).tier
     cap = config.tiers[tier_name].max_gpu_hours_per_job
@@ -107,8 +108,8 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, ar
             field = "dataset" if role == "train" else "eval_dataset"
             try:
                 if store.stat(job_file_key(tenant, job, name)) is None:
-                    raise fail_on_input(context, store, tenant, job, f"{key}: field '{field}' names '{name}', which is not in "
-                                        "the job folder")
+                    raise fail_on_input(context, store, tenant, job,
+                                        f"{key}: field '{field}' names '{name}', which is not in the job folder")
                 local[role] = Path(tmp) / name
                 store.download(job_file_key(tenant, job, name), local[role], max_bytes=max_bytes)
             except (UnsafeObject, ObjectTooLarge, ValueError) as exc:  # ValueError: a name no store can hold
@@ -252,8 +253,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
             tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
                                 cache_file, max_len, manifest["objective"], progress, eval_file=holdout_file)
         except TemplateRefused as exc:
-            raise fail_on_input(context, store, tenant, job, f"{exc}; the base model {manifest['base_model']} cannot train "
-                                "on it as it is") from None
+            raise fail_on_input(context, store, tenant, job,
+                                f"{exc}; the base model {manifest['base_model']} cannot train on it as it is") from None
         except TemplateSpansMismatch as exc:
             raise fail_on_input(context, store, tenant, job, f"messages[].weight: {exc}; the base model "
                                 f"{manifest['base_model']} cannot honour message weights, remove them") from None

@@ -19,7 +19,6 @@ from resources import (
     TrainerLauncherResource,
 )
 
-
 CURVE_FILE = "loss_curve.png"
 
 

@@ -2,8 +2,8 @@ from dagster import AssetSelection, PartitionedConfig, define_asset_job, in_proc
 
 from ftpipe.tenants import load_platform_config
 from partitions.keys import parse_partition_key
-from partitions.tenant_jobs import tenant_jobs_partitions
 from partitions.run_tags import FINETUNE_JOB, PREPARE_JOB, partition_tags
+from partitions.tenant_jobs import tenant_jobs_partitions
 
 
 def _tags_for_partition(partition_key: str) -> dict[str, str]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from dagster import Config, DefaultScheduleStatus, OpExecutionContext, ScheduleDefinition, job, op
 
+from ft_assets.tenant_deletion import delete_tenant
 from ftpipe.catalog.lifecycle import change_status, retire_deprecated
 from ftpipe.training.retention import apply_retention
-from ft_assets.tenant_deletion import delete_tenant
 from resources import (
     ArtifactStoreResource,
     BaseModelsResource,

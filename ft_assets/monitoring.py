@@ -8,10 +8,10 @@ from pathlib import Path
 
 from dagster import (
     AllPartitionMapping,
-    AssetDep,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
+    AssetDep,
     AssetExecutionContext,
     DefaultScheduleStatus,
     MaterializeResult,
@@ -25,6 +25,7 @@ from dagster import (
 
 from ft_assets.gpu import run_on_pool
 from ftpipe.evaluation.reeval import GoldenRun, compare_with_registration, reevaluation_markdown
+from partitions.run_tags import POOL_TAG
 from resources import (
     ArtifactStoreResource,
     BaseModelsResource,
@@ -32,7 +33,6 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
-from partitions.run_tags import POOL_TAG
 
 
 @asset(group_name="monitoring", kinds={"lm-eval"},

@@ -29,8 +29,8 @@ from ftpipe.catalog.job_requests import JobRequests
 from ftpipe.catalog.vllm import rewrite_from_registry
 from ftpipe.objectstore import ObjectStore
 from partitions.keys import SEPARATOR, validate_name
-from partitions.tenant_jobs import tenant_jobs_partitions
 from partitions.run_tags import TENANT_TAG
+from partitions.tenant_jobs import tenant_jobs_partitions
 
 UNFINISHED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
               DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]

@@ -21,6 +21,7 @@ from ftpipe.training.plots import as_markdown, curve_from_record
 from ftpipe.training.runner import TRAINING_RESULT, completed_training
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe.training.validation import validation_metadata
+from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     ArtifactStoreResource,
@@ -29,7 +30,6 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
-from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG
 
 
 def _unreported_outcome(context: AssetExecutionContext) -> str:
@@ -92,7 +92,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     outcome = ending.get("outcome")
     if outcome == "failed":
         report = "\n".join([ending["message"], *(f"- {line}" for line in ending["advice"])])
-        publish(landing.store(), tenant, job, "training_failed.md", f"# Training of {tenant}/{job} failed\n\n{report}\n")
+        publish(landing.store(), tenant, job, "training_failed.md",
+                f"# Training of {tenant}/{job} failed\n\n{report}\n")
         raise Failure(description=report, metadata={ERROR_CLASS_KEY: ending["error_class"]}, allow_retries=False)
     if outcome == "interrupted":
         raise Failure(
@@ -101,7 +102,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
             metadata={ERROR_CLASS_KEY: PLATFORM_ERROR},
         )
     if outcome != "completed":
-        raise Failure(description="the trainer process ended without saying how", metadata={ERROR_CLASS_KEY: PLATFORM_ERROR})
+        raise Failure(description="the trainer process ended without saying how",
+                      metadata={ERROR_CLASS_KEY: PLATFORM_ERROR})
     reported = invocation.get_materialize_result().metadata or {}
     adapter_dir = f"{spec.output_dir}/adapter"
     training = json.loads((Path(spec.output_dir) / TRAINING_RESULT).read_text())

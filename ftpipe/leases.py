@@ -21,6 +21,7 @@ from typing import Callable, Iterator
 
 from ftpipe.catalog.db import CatalogTable
 
+
 class NoFreeDevices(RuntimeError):
     """More runs hold the pool than it has devices: its slots in dagster.yaml disagree with tenants.yaml,
     or a holder is alive that should not be."""

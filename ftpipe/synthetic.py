@@ -45,7 +45,8 @@ GLOBEX_SERVICES = {  # service: (owning team, region it runs in)
     "billing-api": ("payments", "north"), "search-index": ("discovery", "south"),
     "auth-gateway": ("identity", "east"), "mail-relay": ("messaging", "west"), "cdn-edge": ("platform", "north"),
     "report-builder": ("analytics", "south"), "image-resizer": ("media", "east"), "feature-flags": ("platform", "west"),
-    "user-profile": ("identity", "north"), "order-router": ("payments", "south"), "push-notifier": ("messaging", "east"),
+    "user-profile": ("identity", "north"), "order-router": ("payments", "south"),
+    "push-notifier": ("messaging", "east"),
     "log-shipper": ("observability", "west"), "rate-limiter": ("platform", "south"), "tax-engine": ("payments", "east"),
     "media-store": ("media", "north"), "audit-trail": ("observability", "south"),
     "cart-api": ("payments", "west"), "geo-lookup": ("discovery", "east"), "sms-gateway": ("messaging", "north"),
@@ -217,7 +218,8 @@ def globex_directory(n: int, seed: int = 2) -> list[dict[str, str]]:
 def broken_rows() -> list[str]:
     """JSONL lines with the mistakes tenants make most: each must be rejected with its line named."""
     return [
-        '{"messages": [{"role": "user", "content": "Where is my order?"}, {"role": "assistant", "content": "It shipped."}',
+        '{"messages": [{"role": "user", "content": "Where is my order?"}, '
+        '{"role": "assistant", "content": "It shipped."}',
         json.dumps({"messages": [{"role": "user", "content": "Hello?"}]}),
         json.dumps({"messages": [{"role": "customer", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]}),
         json.dumps({"messages": [{"role": "user", "content": ""}, {"role": "assistant", "content": "Yes?"}]}),

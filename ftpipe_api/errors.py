@@ -38,7 +38,8 @@ async def api_error_handler(_request: Request, exc: ApiError) -> JSONResponse:
 
 async def http_error_handler(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
     """Starlette's own refusals (no such route or method, a body it cannot parse) in OpenAI's shape too."""
-    code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code, "invalid_request")
+    code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(
+        exc.status_code, "invalid_request")
     message = str(exc.detail)
     if exc.status_code == 400 and "parsing the body" in message:
         message = "the body is not valid JSON (UTF-8, at most 1,000 levels deep) or not a valid form"

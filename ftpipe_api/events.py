@@ -1,8 +1,9 @@
 """``GET /v1/fine_tuning/jobs/{id}/events``: the job's story, read from its runs' Dagster event logs.
 
-Each run's queueing, start and end (the first stage's as file validation), every asset step (validation, tokenization, training, evaluation,
-registration), every quality check with its verdict, and each training step's metrics (OpenAI's ``metrics``
-events: ``train_loss``, ``valid_loss``, ``learning_rate``...). Newest first, as OpenAI lists them.
+Each run's queueing, start and end (the first stage's as file validation), every asset step (validation,
+tokenization, training, evaluation, registration), every quality check with its verdict, and each training step's
+metrics (OpenAI's ``metrics`` events: ``train_loss``, ``valid_loss``, ``learning_rate``...). Newest first, as OpenAI
+lists them.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 from dagster import DagsterEventType, DagsterInstance, EventLogEntry
 
 from ftpipe.training.progress_line import parse_progress
+from partitions.run_tags import ATTEMPT_TAG, PREPARE_JOB
 from sensors.failures import failure_reason
 from sensors.job_state import job_runs
-from partitions.run_tags import ATTEMPT_TAG, PREPARE_JOB
 
 _RUN_EVENTS = {
     DagsterEventType.RUN_ENQUEUED: ("info", "Job queued (attempt {attempt})"),

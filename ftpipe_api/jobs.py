@@ -67,7 +67,8 @@ def _stored_bytes(api, tenant: str, record, param: str) -> bytes:
         raise ApiError(409, f"file {record.file_id} ({record.filename}) is no longer in the landing zone; upload it "
                             "again", param=param, code="file_missing") from None
     except (OSError, ValueError) as exc:  # a link or a folder in its place, or a larger object
-        raise ApiError(409, f"file {record.file_id} cannot be read: {exc}", param=param, code="file_unreadable") from None
+        raise ApiError(409, f"file {record.file_id} cannot be read: {exc}", param=param,
+                       code="file_unreadable") from None
     if hashlib.sha256(data).hexdigest() != record.sha256:
         raise ApiError(409, f"file {record.file_id} ({record.filename}) changed in the landing zone after it was "
                             "validated; upload it again", param=param, code="file_changed")

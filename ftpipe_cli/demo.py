@@ -60,7 +60,8 @@ class DemoUpload:
 def demo_uploads(scale: DemoScale = DemoScale()) -> list[DemoUpload]:
     """What each demo tenant uploads: the same bytes for the demo and for ``bench/demo_margins.py``."""
     def manifest(data_name: str) -> dict:
-        return default_manifest(data_name, hyperparameters={"epochs": scale.epochs, "learning_rate": scale.learning_rate},
+        return default_manifest(data_name,
+                                hyperparameters={"epochs": scale.epochs, "learning_rate": scale.learning_rate},
                                 min_examples=scale.min_examples, holdout_fraction=scale.holdout_fraction)
 
     uploads = [

@@ -118,7 +118,8 @@ def cmd_usage(args) -> int:
     bills = monthly_bills(res["catalog"].ledger().records(month=month, tenant=args.tenant),
                           res["platform"].config(), month)
     print(f"GPU usage in {month}")
-    print(f"{'tenant':<16} {'tier':<10} {'attempts':>8} {'GPU-hours':>10} {'refunded':>10} {'overage':>10} {'total':>10}")
+    print(f"{'tenant':<16} {'tier':<10} {'attempts':>8} {'GPU-hours':>10} {'refunded':>10} "
+          f"{'overage':>10} {'total':>10}")
     for b in bills:
         print(f"{b.tenant:<16} {b.tier:<10} {b.attempts:>8} {b.gpu_hours:>10.4f} {b.refunded_gpu_hours:>10.4f} "
               f"{b.overage_gpu_hours:>10.4f} {b.total:>10.2f}")

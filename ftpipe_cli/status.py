@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ftpipe.catalog.adapters import AdapterRegistry
-from sensors.failures import failure_reason
 from partitions.run_tags import FINETUNE_JOB, JOB_TAG, TENANT_TAG
+from sensors.failures import failure_reason
 
 
 @dataclass
@@ -78,7 +78,8 @@ def format_table(rows: list[JobStatus], width: int = 100) -> str:
     headers = ["tenant", "job", "status", "held-out (base -> tuned, gain [95% interval])",
                "golden set change [95% interval]", "adapter / failure reason"]
     # A failed job shows why, even when it left a draft adapter behind (a failed quality gate).
-    body = [[r.tenant, r.job, r.status if r.stage == FINETUNE_JOB else f"{r.status} ({r.stage})", r.metric or "-", r.golden or "-", r.reason or r.adapter or "-"] for r in rows]
+    body = [[r.tenant, r.job, r.status if r.stage == FINETUNE_JOB else f"{r.status} ({r.stage})", r.metric or "-",
+             r.golden or "-", r.reason or r.adapter or "-"] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
     widths[-1] = min(widths[-1], width)
 

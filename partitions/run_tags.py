@@ -68,7 +68,8 @@ def run_tags(platform: PlatformConfig, tenant: str, job: str, pool: str, attempt
     }
 
 
-def finetune_tags(prepare_tags: dict[str, str], pool: str, expected_seconds: float, prepare_run_id: str) -> dict[str, str]:
+def finetune_tags(prepare_tags: dict[str, str], pool: str, expected_seconds: float,
+                  prepare_run_id: str) -> dict[str, str]:
     """The finetune run's tags, from the prepare run's: the same tenant, tier, priority and manifest version,
     the slot of ``pool``, its first attempt, and how long the pre-flight expects it to hold the slot (what
     preemption reads)."""

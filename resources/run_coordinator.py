@@ -31,7 +31,6 @@ from ftpipe.landing import manifest_key
 from ftpipe.manifest import MAX_MANIFEST_BYTES
 from ftpipe.objectstore import ObjectTooLarge, UnsafeObject
 from partitions.keys import InvalidName, parse_partition_key
-from resources.settings import resources_from_env
 from partitions.run_tags import (
     ATTEMPT_TAG,
     ERROR_CLASS_TAG,
@@ -48,6 +47,7 @@ from partitions.run_tags import (
     outcome_tag_value,
     run_tags,
 )
+from resources.settings import resources_from_env
 
 PREPARE_ASSETS = frozenset({"raw_dataset", "validated_dataset", "tokenized_dataset"})
 TENANT_JOB_ASSETS = PREPARE_ASSETS | {"adapter", "eval_report", "registered_adapter"}

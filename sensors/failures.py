@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from dagster import (
     AssetCheckSeverity,
     DagsterEventType,
-    DefaultSensorStatus,
     DagsterInstance,
     DagsterRun,
+    DefaultSensorStatus,
     RunFailureSensorContext,
     SkipReason,
     run_failure_sensor,

@@ -29,8 +29,8 @@ from dagster import DagsterInstance, DagsterRunStatus, RunRecord, RunsFilter
 from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.landing import results_key
 from ftpipe.objectstore import ObjectStore
-from sensors.failures import failure_reason, will_resume
 from partitions.run_tags import ATTEMPT_TAG, CANCEL_REQUESTED_TAG, JOB_TAG, PREEMPTED_TAG, PREPARE_JOB, TENANT_TAG
+from sensors.failures import failure_reason, will_resume
 
 REJECTED = "rejected.md"
 STATUS_FILE = "status.json"

@@ -15,8 +15,8 @@ from dagster import DagsterRun, DagsterRunStatus, DefaultSensorStatus, RunStatus
 from ft_assets.jobs import finetune_job
 from ftpipe.notify.outbox import delivery_id, read_notice
 from ftpipe.notify.webhooks import notify_tenant
-from resources import ArtifactStoreResource, PlatformResource
 from partitions.run_tags import JOB_TAG, MANIFEST_VERSION_TAG, TENANT_TAG
+from resources import ArtifactStoreResource, PlatformResource
 
 
 def run_notice(artifacts: ArtifactStoreResource, run: DagsterRun) -> tuple[str, dict] | None:

@@ -21,8 +21,8 @@ from dagster import (
 
 from ft_assets.jobs import finetune_job
 from ftpipe.preemption import Running, Waiting, plan_preemptions
-from resources import PlatformResource
 from partitions.run_tags import EXPECTED_SECONDS_TAG, POOL_TAG, PREEMPTED_TAG, TIER_TAG
+from resources import PlatformResource
 from sensors.attempts import next_attempt
 
 _IN_PROGRESS = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]

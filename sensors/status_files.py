@@ -15,9 +15,9 @@ from dagster import DefaultSensorStatus, RunsFilter, SensorEvaluationContext, Sk
 
 from ft_assets.partition import publish
 from partitions.keys import InvalidName, validate_name
+from partitions.run_tags import JOB_TAG, KIND_TAG, TENANT_JOB, TENANT_TAG
 from resources import CatalogResource, LandingZoneResource
 from sensors.job_state import STATUS_FILE, job_state
-from partitions.run_tags import JOB_TAG, KIND_TAG, TENANT_JOB, TENANT_TAG
 
 MAX_RUNS_PER_TICK = 500
 

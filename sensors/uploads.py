@@ -78,6 +78,7 @@ from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import FILE, ObjectInfo, ObjectStore, ObjectTooLarge, UnsafeObject
 from partitions.keys import InvalidName, parse_partition_key, partition_key, validate_name
+from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, run_tags
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     BaseModelsResource,
@@ -86,7 +87,6 @@ from resources import (
     PlatformResource,
 )
 from sensors.job_state import REJECTED, STATUS_FILE, rejected
-from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, run_tags
 
 TICK_BUDGET_SECONDS = 30.0
 """Half of Dagster's sensor timeout (60 s): manifests not reached by then wait for the next tick."""

@@ -137,3 +137,59 @@ def sft_train_file(tiny_model, tmp_path_factory):
     path = tmp_path_factory.mktemp("sft") / "train.parquet"
     tokenize_frame(tokenizer, frame, 256).write_parquet(path)
     return path, tokenizer
+
+
+@pytest.fixture
+def platform(request, local_resources, tiny_model):
+    """The fine-tuning API over HTTP on loopback, on ``local_resources`` and a Dagster instance of its own
+    (a ``tests.helpers.api_platform.Platform``); ``indirect=True`` with "postgres" puts its catalog there."""
+    from dagster import instance_for_test
+
+    from ftpipe.catalog.api_keys import ApiKeys
+    from ftpipe_api.app import create_app
+    from ftpipe_api.context import ApiContext
+    from resources import CatalogResource
+    from tests.helpers.api_platform import Platform
+    from tests.helpers.api_server import serving
+
+    if getattr(request, "param", "duckdb") == "postgres":  # tests of the API's own tables run on both backends
+        catalog = CatalogResource(location=request.getfixturevalue("postgres_catalog"))
+        local_resources = {**local_resources, "catalog": catalog}
+    keys = ApiKeys(local_resources["catalog"].location)
+    tokens = {tenant: keys.issue(tenant, "test")[1] for tenant in ("acme", "initech")}
+    # The production coordinator: a queued run is cancelled by leaving the queue.
+    with instance_for_test(overrides={"run_coordinator": {"module": "dagster._core.run_coordinator",
+                                                          "class": "QueuedRunCoordinator"}}) as instance:
+        api = ApiContext.from_resources(local_resources, lambda: instance, max_file_bytes=64 * 1024)
+        with serving(create_app(api)) as url:
+            yield Platform(url, api, local_resources, instance, tokens)
+
+
+@pytest.fixture
+def receiver():
+    """A tenant's webhook endpoint, a real HTTP server: (url, received, statuses). It answers with the queued
+    status codes, then 200, and keeps each delivery with whether its signature verified under ``SECRET``
+    (tests.helpers.webhook_receiver)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from ftpipe.notify.webhooks import verify
+    from tests.helpers.webhook_receiver import SECRET
+
+    received, statuses = [], []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append({"headers": dict(self.headers), "body": body,
+                             "verified": verify(SECRET, self.headers, body)})
+            self.send_response(statuses.pop(0) if statuses else 200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", received, statuses
+    server.shutdown()

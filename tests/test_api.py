@@ -7,82 +7,16 @@ import httpx2 as httpx
 import openai
 import pytest
 import yaml
-from dagster import DagsterRunStatus, build_sensor_context, instance_for_test
+from dagster import DagsterRunStatus
 from dagster._core.test_utils import create_run_for_test
 
-from ftpipe.catalog.api_keys import ApiKeys
 from ftpipe.landing import manifest_key
-from ftpipe_api.app import create_app
-from ftpipe_api.context import ApiContext
-from resources import CatalogResource
-from partitions.run_tags import FINETUNE_JOB, PARTITION_TAG, PREPARE_JOB, ROUTED_POOL_TAG, finetune_tags
-from sensors.status_files import status_files
-from sensors.uploads import upload_sensor
-from tests.helpers.api_server import serving
+from partitions.run_tags import PARTITION_TAG, PREPARE_JOB
 from tests.helpers.origins import finetune_origin
 
 GOOD = "".join(json.dumps({"prompt": f"What is {i} plus {i}?", "completion": str(2 * i)}) + "\n" for i in range(40))
-PAIRS = "".join(json.dumps({"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}"}) + "\n" for i in range(40))
-
-
-class Platform:
-    """The API on one tenant platform: its resources, its Dagster instance, and a client per tenant."""
-
-    def __init__(self, url, api, resources, instance, keys):
-        self.url, self.api, self.resources, self.instance, self.keys = url, api, resources, instance, keys
-        self.store = resources["landing"].store()
-
-    def client(self, tenant: str, **kwargs) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.keys[tenant], max_retries=0, **kwargs)
-
-    def tick(self, cursor=None):
-        context = build_sensor_context(instance=self.instance, cursor=cursor, resources={
-            name: self.resources[name] for name in ("landing", "platform", "base_models", "catalog")})
-        return upload_sensor(context)
-
-    def status_file(self, tenant: str, job: str) -> dict:
-        return json.loads(self.store.read_bytes(f"tenants/{tenant}/results/{job}/status.json"))
-
-    def write_status_files(self, cursor=None):
-        """One tick of the sensor that writes ``status.json``; its new cursor."""
-        context = build_sensor_context(instance=self.instance, cursor=cursor, resources={
-            name: self.resources[name] for name in ("landing", "catalog")})
-        status_files(context)
-        return context.cursor
-
-    def prepare(self, request, status=DagsterRunStatus.QUEUED):
-        """The upload sensor's run, as the daemon's sensor runner creates it: the job's first stage."""
-        return create_run_for_test(self.instance, job_name=PREPARE_JOB, status=status,
-                                   remote_job_origin=finetune_origin(PREPARE_JOB),
-                                   tags={**request.tags, PARTITION_TAG: request.partition_key})
-
-    def finetune(self, request, status=DagsterRunStatus.QUEUED, **tags):
-        """The job's second stage, as the stage sensor queues it once the first has succeeded."""
-        prepared = self.prepare(request, DagsterRunStatus.SUCCESS)
-        stage_tags = finetune_tags(prepared.tags, request.tags[ROUTED_POOL_TAG], 60, prepared.run_id)
-        return create_run_for_test(self.instance, job_name=FINETUNE_JOB, status=status,
-                                   remote_job_origin=finetune_origin(),
-                                   tags={**stage_tags, PARTITION_TAG: request.partition_key, **tags})
-
-    def queue(self, result, status=DagsterRunStatus.QUEUED):
-        """The job of the tick's one run request, prepared and at ``status`` in its GPU stage."""
-        (request,) = result.run_requests
-        return self.finetune(request, status)
-
-
-@pytest.fixture
-def platform(request, local_resources, tiny_model):
-    if getattr(request, "param", "duckdb") == "postgres":  # tests of the API's own tables run on both backends
-        catalog = CatalogResource(location=request.getfixturevalue("postgres_catalog"))
-        local_resources = {**local_resources, "catalog": catalog}
-    keys = ApiKeys(local_resources["catalog"].location)
-    tokens = {tenant: keys.issue(tenant, "test")[1] for tenant in ("acme", "initech")}
-    # The production coordinator: a queued run is cancelled by leaving the queue.
-    with instance_for_test(overrides={"run_coordinator": {"module": "dagster._core.run_coordinator",
-                                                          "class": "QueuedRunCoordinator"}}) as instance:
-        api = ApiContext.from_resources(local_resources, lambda: instance, max_file_bytes=64 * 1024)
-        with serving(create_app(api)) as url:
-            yield Platform(url, api, local_resources, instance, tokens)
+PAIRS = "".join(json.dumps({"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}"}) + "\n"
+                for i in range(40))
 
 
 def _auth(platform, tenant):
@@ -277,7 +211,8 @@ def test_requests_the_platform_would_refuse_are_refused_at_once(platform):
     # Non-finite numbers never reach a manifest (JSON has none; Python's parser reads them).
     for value in ("NaN", "Infinity", "1e999"):
         response = httpx.post(f"{platform.url}/v1/fine_tuning/jobs", headers=_auth(platform, "acme"), content=(
-            f'{{"model": "ftpipe/tiny-llama", "training_file": "{sft.id}", "hyperparameters": {{"n_epochs": {value}}}}}'))
+            f'{{"model": "ftpipe/tiny-llama", "training_file": "{sft.id}", '
+            f'"hyperparameters": {{"n_epochs": {value}}}}}'))
         assert response.status_code == 400 and "n_epochs" in response.json()["error"]["message"], value
     dpo = client.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=pairs.id,
                                          method={"type": "dpo", "dpo": {"hyperparameters": {"beta": 0.2}}})
@@ -388,8 +323,8 @@ def test_a_tenant_over_its_rate_limit_is_told_when_to_retry(platform):
 
 @pytest.mark.parametrize("platform", ["duckdb", "postgres"], indirect=True)
 def test_deleting_a_tenant_erases_its_keys_files_and_jobs_and_no_one_elses(platform, local_resources):
-    from ftpipe.artifacts import ArtifactLayout
     from ft_assets.tenant_deletion import delete_tenant
+    from ftpipe.artifacts import ArtifactLayout
 
     acme, initech = platform.client("acme"), platform.client("initech")
     acme.fine_tuning.jobs.create(model="ftpipe/tiny-llama", training_file=_upload(acme).id)

@@ -12,8 +12,8 @@ from ftpipe.catalog.api_keys import ApiKeys
 from ftpipe_api.app import create_app
 from ftpipe_api.context import ApiContext
 from ftpipe_cli.demo import start_daemon, stop_daemon
-from resources import resources_from_env
 from partitions.run_tags import TENANT_TAG
+from resources import resources_from_env
 from tests.helpers.api_server import serving
 from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
 

@@ -7,7 +7,7 @@ import httpx2 as httpx
 import openai
 import pytest
 
-from tests.test_api import GOOD, _auth, _upload, platform  # noqa: F401 - the fixture
+from tests.test_api import GOOD, _auth, _upload
 
 JOBS = "/v1/fine_tuning/jobs"
 

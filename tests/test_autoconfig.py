@@ -35,7 +35,8 @@ def test_the_tiny_model_gets_the_settings_that_train_it(tiny_model):
 
 def test_manifest_values_win_and_are_reported_as_the_tenants(tiny_model):
     pool = PoolConfig(gpu="cpu", gpu_memory_gb=8, peak_tflops=0.046)
-    plan = plan_training(tiny_model.path, tiny_model.num_parameters, "lora", "sft", {"learning_rate": 1e-4, "lora_r": 4},
+    plan = plan_training(tiny_model.path, tiny_model.num_parameters, "lora", "sft",
+                         {"learning_rate": 1e-4, "lora_r": 4},
                          "t.parquet", 135, 180, pool)
     rows = {r["name"]: r for r in plan.rows}
     assert plan.spec.learning_rate == 1e-4 and rows["learning_rate"]["source"] == "manifest"

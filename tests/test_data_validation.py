@@ -47,7 +47,8 @@ def test_non_utf8_bytes_and_bom(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + row + b"\r\n" + row.replace(b'"a"', b'"\xff"') + b"\n")
     outcome = _validate(path)
     (error,) = outcome.errors
-    assert error.line == 2 and error.message.startswith("not UTF-8 at column 13: the file looks like")  # after `{"prompt": "`
+    # Column 13: just after `{"prompt": "`.
+    assert error.line == 2 and error.message.startswith("not UTF-8 at column 13: the file looks like")
 
 
 def test_too_few_and_too_many_examples(tmp_path):

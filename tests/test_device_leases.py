@@ -12,7 +12,6 @@ from dagster import (
     instance_for_test,
     materialize,
 )
-
 from dagster._core.test_utils import create_run_for_test
 
 from ft_assets.gpu import run_on_pool

@@ -17,7 +17,7 @@ from ftpipe.submission import default_manifest, submit_job
 from resources import CatalogResource, TrainerLauncherResource
 from sensors.failures import failure_reason, meter_lost_attempt, resume_failed_runs
 from tests.helpers.stages import execute_stages
-from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
+from tests.helpers.webhook_receiver import SECRET
 
 pytestmark = pytest.mark.slow
 

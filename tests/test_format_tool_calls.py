@@ -103,7 +103,8 @@ def _call(arguments, name: str = "get_order") -> dict:
     (_with(_call('"A-1"')), "tools.jsonl line 2, messages[1].tool_calls[0].function.arguments: expected a JSON "
                             "object of arguments, got string"),
     (_with(_call("{}", name="delete_everything")), "tools.jsonl line 2, messages[1].tool_calls[0].function.name: "
-                                                   "\"delete_everything\" is not among the example's tools (get_order)"),
+                                                   "\"delete_everything\" is not among the example's tools "
+                                                   "(get_order)"),
     (_with(_call("{}", name="")), "tools.jsonl line 2, messages[1].tool_calls[0].function.name: expected the "
                                   "function's name, got \"\""),
     (_with({"role": "user", "content": "x", "tool_calls": _call("{}")["tool_calls"]}),

@@ -119,5 +119,6 @@ def test_a_json_array_after_long_whitespace_is_still_an_array(tmp_path):
 
 def test_a_huge_number_in_an_array_is_one_records_error(tmp_path):
     path = tmp_path / "t.json"
-    path.write_text('[{"prompt": "p", "completion": "c", "id": ' + "9" * 5000 + '},\n{"prompt": "q", "completion": "d"}]')
+    path.write_text('[{"prompt": "p", "completion": "c", "id": ' + "9" * 5000
+                    + '},\n{"prompt": "q", "completion": "d"}]')
     assert validate(path).errors == ["t.json line 1, record: invalid JSON: a number with more than 4,300 digits"]

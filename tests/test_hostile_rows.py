@@ -31,7 +31,8 @@ from ftpipe.data.normalize import normalize
 from ftpipe.data.pipeline import normalize_file, validate_to_parquet
 from ftpipe.data.read import MAX_NESTING, UnreadableFile, UnsupportedFormat, iter_line_chunks, read_records
 
-CHAT = {"messages": [{"role": "user", "content": "Where is my order?"}, {"role": "assistant", "content": "On its way."}]}
+CHAT = {"messages": [{"role": "user", "content": "Where is my order?"},
+                     {"role": "assistant", "content": "On its way."}]}
 PC = {"prompt": "Where is my order?", "completion": "On its way."}
 PAIR = {"prompt": "Return window?", "chosen": "14 days.", "rejected": "90 days."}
 PARTS = [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "http://169.254.169.254/"}}]
@@ -150,7 +151,8 @@ ROW_CASES = {
     "CSV messages nested too deeply": ("train.csv", lambda: _csv({"messages": ["[" * 5000 + "]" * 5000]}), "sft",
                                        2, "messages", "invalid JSON: nested too deeply"),
     "CSV cell over the limit": ("train.csv", lambda: _csv({"prompt": ["q", "r"], "completion": ["a", "b" * 1_500_000]}),
-                                "sft", 3, "completion", "value is 1,500,000 bytes, over the 1 MiB limit for one record"),
+                                "sft", 3, "completion",
+                                "value is 1,500,000 bytes, over the 1 MiB limit for one record"),
     # Parquet: columns of the wrong type are named with the type, not read as empty content.
     "Parquet prompt of int64": ("train.parquet", lambda: _parquet(prompt=[1, 2], completion=["a", "b"]), "sft",
                                 1, "prompt", "expected a string, got int"),
@@ -159,7 +161,8 @@ ROW_CASES = {
                                            "and 'content'), got string"),
     "Parquet prompt of binary": ("train.parquet", lambda: _parquet(prompt=[b"q"], completion=["a"]), "sft",
                                  1, "prompt", "expected a string, got bytes"),
-    "Parquet completion of date": ("train.parquet", lambda: _parquet(prompt=["q"], completion=[datetime.date(2024, 1, 1)]),
+    "Parquet completion of date": ("train.parquet",
+                                   lambda: _parquet(prompt=["q"], completion=[datetime.date(2024, 1, 1)]),
                                    "sft", 1, "completion", "expected a string, got date"),
     "Parquet system of decimal": ("train.parquet", lambda: _parquet(prompt=["q"], completion=["a"],
                                                                     system=[decimal.Decimal("1.5")]), "sft",
@@ -320,8 +323,8 @@ def test_one_bad_row_among_good_ones_is_the_only_error(tmp_path):
     path = tmp_path / "train.jsonl"
     path.write_text("\n".join(rows) + "\n")
     check = _validate(path, chunk_bytes=2_000)  # most chunks take the vectorized path, the bad one the exact one
-    assert [str(e) for e in check.outcome.errors] == [f"train.jsonl line 57, messages[0].content[1].type: {REFUSED_PARTS}; "
-                                                      "keep the text parts only"]
+    assert [str(e) for e in check.outcome.errors] == [
+        f"train.jsonl line 57, messages[0].content[1].type: {REFUSED_PARTS}; keep the text parts only"]
     assert check.outcome.n_row_errors == 1 and check.outcome.n_examples == 120
     examples = pl.read_parquet(path.with_name("examples.parquet"))
     assert examples.filter(pl.col("messages").is_not_null()).height == 119
@@ -517,7 +520,8 @@ FUZZ = settings(max_examples=60, deadline=None, database=None,
 # Text with lone surrogates ("Cs") and control characters among the rest.
 TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | TEXT
-JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+JSON_VALUES = st.recursive(SCALARS,
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
                            max_leaves=12)
 FIELDS = ["messages", "role", "content", "prompt", "completion", "chosen", "rejected", "system", "instruction",
           "input", "response", "text", "weight", "id", "metadata", "preferred_output", "non_preferred_output"]

@@ -89,7 +89,8 @@ CASES = {
     "data-binary": (_file(bytes(range(256)) * 64), _manifest(), "looks binary (NUL bytes)"),
     "data-not-parquet": (_file(ROWS), _manifest("train.parquet"), "not a valid Parquet file"),
     "row-image-part": (_with_row(b'{"messages": [{"role": "user", "content": [{"type": "image_url", '
-                                 b'"image_url": {"url": "file:///etc/passwd"}}]}, {"role": "assistant", "content": "x"}]}'),
+                                 b'"image_url": {"url": "file:///etc/passwd"}}]}, '
+                                 b'{"role": "assistant", "content": "x"}]}'),
                        _manifest(), 'line 5, messages[0].content[0].type: "image_url" parts are not supported'),
     "row-nan": (_with_row(b'{"messages": [{"role": "user", "content": NaN}]}'), _manifest(),
                 "line 5, record: invalid JSON: NaN/Infinity are not JSON numbers"),

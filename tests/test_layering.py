@@ -121,6 +121,8 @@ def test_workspace_yaml_loads_through_the_dagster_cli(tmp_path):
     import shutil
 
     shutil.copy(REPO_ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
-    out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
+    out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
+                          "-w", "workspace.yaml"],
+                         cwd=REPO_ROOT, capture_output=True, text=True,
+                         env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
     assert out.returncode == 0, out.stdout + out.stderr

@@ -35,7 +35,8 @@ def test_repo_tenants_file_is_valid():
 
 def test_unknown_tier_is_refused():
     with pytest.raises(ValueError, match="unknown tier 'gold'"):
-        PlatformConfig.model_validate({"default_pool": "p", "pools": {"p": {"gpu": "cpu", "gpu_memory_gb": 8, "peak_tflops": 1}},
+        PlatformConfig.model_validate({"default_pool": "p",
+                                       "pools": {"p": {"gpu": "cpu", "gpu_memory_gb": 8, "peak_tflops": 1}},
                                        "tiers": {"free": {"priority": 0}}, "tenants": {"a": {"tier": "gold"}}})
 
 

@@ -97,7 +97,8 @@ def test_a_tick_over_random_manifests_still_queues_the_good_job(tiny_model, tmp_
     store.write_bytes("tenants/good/jobs/ok/manifest.yaml", b"base_model: ftpipe/tiny-llama\ndataset: t.jsonl\n")
     platform = root / "tenants.yaml"
     platform.write_text(yaml.safe_dump(CONFIG.model_dump(mode="json")))
-    resources = {"landing": LandingZoneResource(url=str(root)), "platform": PlatformResource(tenants_file=str(platform)),
+    resources = {"landing": LandingZoneResource(url=str(root)),
+                 "platform": PlatformResource(tenants_file=str(platform)),
                  "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
                  "catalog": CatalogResource(location=str(root / "catalog.duckdb"))}
     with instance_for_test() as instance:
@@ -106,5 +107,6 @@ def test_a_tick_over_random_manifests_still_queues_the_good_job(tiny_model, tmp_
     cursor = json.loads(result.cursor)
     for i in range(len(bodies)):
         # Refused, queued, or (a manifest that admits but names a file not uploaded) waiting for its data.
-        assert store.exists(f"tenants/evil/results/j{i}/rejected.md") or any(
-            r.partition_key == f"evil__j{i}" for r in result.run_requests) or cursor[f"evil__j{i}"]["state"] == "waiting"
+        assert (store.exists(f"tenants/evil/results/j{i}/rejected.md")
+                or any(r.partition_key == f"evil__j{i}" for r in result.run_requests)
+                or cursor[f"evil__j{i}"]["state"] == "waiting")

@@ -42,7 +42,8 @@ def test_templated_rows_that_share_most_words_are_not_reported():
     texts, messages = [], []
     for i in range(2_000):
         q = f"Ticket {i}: I have a question about billing for order {rng.randrange(10**6)} placed last week."
-        a = f"Thanks for asking. Your case {rng.randrange(10**6)} is open; an agent replies in {rng.randrange(48)} hours."
+        a = (f"Thanks for asking. Your case {rng.randrange(10**6)} is open; "
+             f"an agent replies in {rng.randrange(48)} hours.")
         texts.append(f"{q}\n{a}")
         messages.append(json.dumps([{"role": "user", "content": q}, {"role": "assistant", "content": a}]))
     finder = NearDuplicateFinder()

@@ -13,7 +13,7 @@ from ftpipe.notify.outbox import write_notice
 from ftpipe.notify.webhooks import send_webhook
 from sensors.notifications import notify_succeeded_jobs
 from tests.helpers.origins import finetune_origin
-from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
+from tests.helpers.webhook_receiver import SECRET
 
 
 def _with_webhook(platform_file, url, monkeypatch):

@@ -14,7 +14,7 @@ from ftpipe.submission import default_manifest, submit_job
 from partitions.keys import partition_key
 from sensors.failures import failure_reason, resume_failed_runs
 from tests.helpers.stages import execute_stages
-from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
+from tests.helpers.webhook_receiver import SECRET
 
 pytestmark = pytest.mark.slow
 
@@ -145,7 +145,8 @@ def test_message_weights_on_a_template_without_generation_spans_are_the_tenants_
     base = tmp_path / "no-spans-model"
     shutil.copytree(tiny_model.path, base)
     template = (base / "chat_template.jinja").read_text()
-    (base / "chat_template.jinja").write_text(template.replace("{% generation %}", "").replace("{% endgeneration %}", ""))
+    (base / "chat_template.jinja").write_text(
+        template.replace("{% generation %}", "").replace("{% endgeneration %}", ""))
     rows = synthetic.acme_support(100)
     rows[30] = [*rows[30][:2], {**rows[30][2], "weight": 0}, {"role": "user", "content": "And?"},
                 {"role": "assistant", "content": "That is all."}]
@@ -160,10 +161,12 @@ def test_message_weights_on_a_template_without_generation_spans_are_the_tenants_
         _, run = _run(instance, {**local_resources, "base_models": registered}, "acme", "weights-v1")
         error_class, reason = failure_reason(instance, run)
     assert error_class == "user"
-    assert reason.startswith("messages[].weight: the chat template marks 0 generation span(s) for 2 assistant message(s)")
+    assert reason.startswith("messages[].weight: the chat template marks 0 generation span(s) "
+                             "for 2 assistant message(s)")
     assert b"cannot honour message weights" in store.read_bytes(results_key("acme", "weights-v1", "rejected.md"))
     tenant_dir = Path(local_resources["artifacts"].root) / "tenants" / "acme"
-    assert not list((tenant_dir / "cache").rglob("*.parquet*")) and not (tenant_dir / "jobs/weights-v1/training").exists()
+    assert (not list((tenant_dir / "cache").rglob("*.parquet*"))
+            and not (tenant_dir / "jobs/weights-v1/training").exists())
 
 
 def test_assets_read_uploads_and_write_reports_over_s3(local_resources, s3_endpoint, s3_bucket):

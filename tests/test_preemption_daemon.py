@@ -19,9 +19,9 @@ from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.launch.command import cpu_thread_env
 from ftpipe.metering.ledger import UsageLedger
 from ftpipe.objectstore import LocalObjectStore
+from ftpipe.submission import default_manifest, submit_job
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe_cli.demo import start_daemon, stop_daemon
-from ftpipe.submission import default_manifest, submit_job
 from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
 from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
 from tests.test_resume import _harness, _weights

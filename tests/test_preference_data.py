@@ -41,7 +41,8 @@ def test_every_preference_shape_normalizes_to_the_same_pair(tmp_path, shape):
     ({**SHAPES["conversations"], "chosen": [{"role": "user", "content": GOOD}]},
      "pairs.jsonl line 2, chosen: must hold assistant message(s) only"),
     ({**SHAPES["strings"], "chosen": 14}, "pairs.jsonl line 2, record: field 'chosen' must be a string or a list"),
-    ({**SHAPES["hosted_api"], "input": "Return window?"}, "pairs.jsonl line 2, record: field 'input' must be an object"),
+    ({**SHAPES["hosted_api"], "input": "Return window?"},
+     "pairs.jsonl line 2, record: field 'input' must be an object"),
 ])
 def test_a_broken_pair_is_named_by_line_and_field(tmp_path, row, expected):
     shape_of_file = SHAPES["hosted_api"] if "input" in row else SHAPES["strings"] if isinstance(

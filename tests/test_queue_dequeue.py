@@ -4,8 +4,8 @@ quota, the free tier no more than its share, and no queued run is passed over by
 unless a limit blocks it."""
 
 import random
-from contextlib import contextmanager
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest

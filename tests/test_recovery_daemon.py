@@ -28,10 +28,10 @@ from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 from ftpipe import synthetic
 from ftpipe.metering.ledger import UsageLedger
 from ftpipe.objectstore import LocalObjectStore
-from ftpipe_cli.demo import start_daemon, stop_daemon
 from ftpipe.submission import default_manifest, submit_job
-from partitions.tenant_jobs import tenant_jobs_partitions
+from ftpipe_cli.demo import start_daemon, stop_daemon
 from partitions.run_tags import ATTEMPT_TAG, TENANT_TAG
+from partitions.tenant_jobs import tenant_jobs_partitions
 from tests.helpers.daemon_home import repo_configs, use_daemon_home
 from tests.helpers.webserver import check_executions, running_webserver, runs_of
 

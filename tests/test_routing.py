@@ -1,8 +1,8 @@
 """Admission routing: the smallest pool whose slot fits the job, or a refusal that shows the estimate."""
 
 from ftpipe.routing import route
-from ftpipe.training.autoconfig import auto_hyperparameters
 from ftpipe.tenants import load_platform_config
+from ftpipe.training.autoconfig import auto_hyperparameters
 from resources.settings import REPO_ROOT
 from tests.test_autoconfig import LLAMA2_7B, LLAMA3_70B
 

@@ -69,8 +69,8 @@ def test_a_failure_midway_leaves_no_cache_file(tmp_path, tiny_model):
 
 def test_the_preflight_counts_every_long_or_empty_example_but_keeps_the_first(monkeypatch):
     from ftpipe.data import preflight, quality
-    from ftpipe.data.report import report_json
     from ftpipe.data.pipeline import ExamplesCheck
+    from ftpipe.data.report import report_json
     from ftpipe.data.schema import ValidationOutcome
     from ftpipe.tenants import PoolConfig
 

@@ -121,4 +121,5 @@ def test_csv_line_numbers_carry_across_batches_when_fields_span_lines(tmp_path, 
     starts = [2 + sum(1 + i % 3 for i in range(k)) for k in range(10)]
     assert [r.line for r in read.read_records(tmp_path / "d.csv")] == starts
     check = validate_to_parquet({"train": tmp_path / "d.csv"}, 0.1, tmp_path / "e.parquet", 5, None)
-    assert [str(e) for e in check.outcome.errors] == [f"d.csv line {starts[7]}, messages: 1 message(s) with empty content"]
+    assert [str(e) for e in check.outcome.errors] == [
+        f"d.csv line {starts[7]}, messages: 1 message(s) with empty content"]

@@ -5,10 +5,10 @@ import pytest
 from dagster import DagsterRunStatus, instance_for_test
 from dagster._core.test_utils import create_run_for_test
 
+from ft_assets.tenant_deletion import TenantBusy, delete_tenant
 from ftpipe.artifacts import ArtifactLayout
 from ftpipe.catalog.adapters import AdapterRegistry
 from ftpipe.objectstore import LocalObjectStore, S3ObjectStore
-from ft_assets.tenant_deletion import TenantBusy, delete_tenant
 from partitions.run_tags import TENANT_TAG
 
 

@@ -163,7 +163,8 @@ def test_a_two_worker_slot_trains_under_torchrun_and_reports_once(local_resource
     assert sum("step 6/6 eval_loss=" in m for m in logs) == 1  # the validation loss too, on both workers' shares
     # The workers are torchrun's children: they watch the run worker (here, this process) instead.
     assert f"training stops if process {os.getpid()} exits" in logs
-    (checkpoint,) = Path(local_resources["artifacts"].root).glob("tenants/acme/jobs/pair/training/*/checkpoints/checkpoint-*")
+    (checkpoint,) = Path(local_resources["artifacts"].root).glob(
+        "tenants/acme/jobs/pair/training/*/checkpoints/checkpoint-*")
     assert (checkpoint / "rng_state_1.pth").is_file()  # the second worker really trained
 
 

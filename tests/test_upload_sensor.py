@@ -51,7 +51,8 @@ def test_resubmitted_manifest_queues_a_new_run(tmp_path, platform_file):
         first = _tick(instance, landing, platform_file)
         # A tenant replaces its manifest by deleting and re-uploading it (uploads are never overwritten by us).
         (tmp_path / "landing" / manifest_key("acme", "support-v1")).unlink()
-        store.write_bytes(manifest_key("acme", "support-v1"), b"base_model: ftpipe/tiny-llama\ndataset: train.jsonl\nmin_examples: 1\n")
+        store.write_bytes(manifest_key("acme", "support-v1"),
+                          b"base_model: ftpipe/tiny-llama\ndataset: train.jsonl\nmin_examples: 1\n")
         second = _tick(instance, landing, platform_file, cursor=first.cursor)
         assert [r.partition_key for r in second.run_requests] == ["acme__support-v1"]
         assert second.run_requests[0].run_key != first.run_requests[0].run_key
@@ -97,4 +98,5 @@ def test_a_job_that_fits_no_pool_is_refused_with_its_estimate_and_never_queues(l
     # The size comes from the registered base; the tiny model's vocabulary follows its pre-training corpus.
     size = f"{tiny_model.num_parameters / 1e9:.3g}B"
     assert f"the job fits no GPU pool: tiny-gpu: lora of a {size}-parameter model at 512 tokens" in reason
-    assert "needs 1.5 GB per GPU even at micro-batch 1 with activation checkpointing; the pool's GPUs have 1 GB" in reason
+    assert ("needs 1.5 GB per GPU even at micro-batch 1 with activation checkpointing; "
+            "the pool's GPUs have 1 GB") in reason

@@ -144,7 +144,8 @@ def test_the_best_weights_score_better_on_the_held_out_split_than_the_last(tiny_
     assert result.checkpoint_selection == "best" and result.selected_step == result.best_step
     assert _same_weights(result.adapter_dir, Path(spec.output_dir) / "best" / f"step-{result.best_step}")
 
-    last = Path(spec.output_dir) / "checkpoints" / f"checkpoint-{STEPS}"  # the last weights, as the final save wrote them
+    # The last weights, as the final save wrote them.
+    last = Path(spec.output_dir) / "checkpoints" / f"checkpoint-{STEPS}"
     best_loss, last_loss = (_held_out_loss(tiny_model, d, codes[1]) for d in (result.adapter_dir, last))
     print(f"held-out loss: best (step {result.best_step}) {best_loss:.7f}, last {last_loss:.7f}, "
           f"margin {last_loss - best_loss:.4f}")

@@ -17,9 +17,10 @@ def _record(adapter_id, base, rank, status):
                          created_at=datetime.now(timezone.utc))
 
 
-RECORDS = [_record("acme--a--1", "org/llama-8b", 16, "promoted"), _record("globex--b--2", "org/llama-8b", 48, "promoted"),
-           _record("acme--c--3", "org/llama-8b", 256, "draft"), _record("initech--d--4", "ftpipe/tiny-llama", 8,
-                                                                          "promoted")]
+RECORDS = [_record("acme--a--1", "org/llama-8b", 16, "promoted"),
+           _record("globex--b--2", "org/llama-8b", 48, "promoted"),
+           _record("acme--c--3", "org/llama-8b", 256, "draft"),
+           _record("initech--d--4", "ftpipe/tiny-llama", 8, "promoted")]
 
 
 def test_only_promoted_adapters_are_served_and_the_rank_flag_covers_them():

@@ -4,7 +4,7 @@ import json
 import time
 
 from ftpipe.notify.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, send_webhook, sign, verify
-from tests.helpers.webhook_receiver import SECRET, receiver  # noqa: F401  (a fixture)
+from tests.helpers.webhook_receiver import SECRET
 
 
 def test_the_receiver_verifies_the_signature_and_reads_the_event(receiver):

@@ -34,7 +34,8 @@ def installed(tmp_path_factory) -> Path:
     (wheel,) = (root / "dist").glob("ftpipe-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c",
+                                "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                check=True, capture_output=True, text=True).stdout.strip())
     (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
@@ -50,7 +51,8 @@ def _run(venv: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def test_the_installed_wheel_validates_a_dataset_outside_the_checkout(installed, tiny_model, tmp_path):
     where = _run(installed, [str(installed / "bin" / "python"), "-c",
-                             "import ftpipe, resources.settings as s; print(ftpipe.__file__, s.CHECKOUT, s.ftpipe_home())"],
+                             "import ftpipe, resources.settings as s; "
+                             "print(ftpipe.__file__, s.CHECKOUT, s.ftpipe_home())"],
                  tmp_path)
     module, checkout, home = where.stdout.split()
     assert str(installed) in module and checkout == "None" and home == str(tmp_path / ".ftpipe")

@@ -166,4 +166,5 @@ if __name__ == "__main__":  # pragma: no cover - manual timing aid
     import sys
 
     start = time.time()
-    build_tiny_model(sys.argv[1], progress=lambda s, n, loss: print(f"step {s}/{n} loss {loss:.3f} {time.time()-start:.0f}s"))
+    build_tiny_model(sys.argv[1],
+                     progress=lambda s, n, loss: print(f"step {s}/{n} loss {loss:.3f} {time.time()-start:.0f}s"))

@@ -69,7 +69,8 @@ def check_adapter(adapter_dir: str | Path, base: ResolvedBaseModel, profile: Ser
     if config.get("base_model_name_or_path") not in (base.model_id, base.path):
         problems.append(f"trained on base '{config.get('base_model_name_or_path')}', registered for '{base.model_id}'")
     if trained_on_digest and trained_on_digest != base.digest:
-        problems.append(f"base '{base.model_id}' is now version {base.digest[:12]}, trained on {trained_on_digest[:12]}")
+        problems.append(f"base '{base.model_id}' is now version {base.digest[:12]}, "
+                        f"trained on {trained_on_digest[:12]}")
     tokenizer_digest, template_digest = tokenizer_digests(adapter_dir)
     if tokenizer_digest and tokenizer_digest != base.tokenizer_digest:
         problems.append("its tokenizer differs from the base model's")

@@ -37,7 +37,8 @@ def check_columns(columns: dict) -> None:
     """Raise ``ValueError`` naming the entry at fault (the manifest's admission check names the field)."""
     for name, key in columns.items():
         if name not in RECORD_FIELDS + MESSAGE_FIELDS:
-            raise ValueError(f"unknown field {str(name)[:60]!r}; map one of {', '.join(RECORD_FIELDS + MESSAGE_FIELDS)}")
+            raise ValueError(f"unknown field {str(name)[:60]!r}; "
+                             f"map one of {', '.join(RECORD_FIELDS + MESSAGE_FIELDS)}")
         if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise ValueError(f"'{name}': expected the key name in your file (1-128 characters, no control "
                              f"characters), got {str(key)[:60]!r}")

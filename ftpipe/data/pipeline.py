@@ -38,7 +38,6 @@ from ftpipe.data.read import (
 from ftpipe.data.schema import RowValidator, ValidationOutcome
 from ftpipe.data.split import assign_split
 
-
 MAX_EVAL_OVERLAP = 0.5
 """An evaluation file whose examples are this much (or more) in the training data is refused; below, a warning."""
 MIN_HOLDOUT_EXAMPLES = 5
@@ -173,7 +172,9 @@ def check_examples(examples: pl.DataFrame, min_examples: int, max_examples: int 
 
 
 @contextmanager
-def parquet_written_whole(out_file: str | Path, empty: Callable[[], pl.DataFrame]) -> Iterator[Callable[[pl.DataFrame], None]]:
+def parquet_written_whole(
+    out_file: str | Path, empty: Callable[[], pl.DataFrame],
+) -> Iterator[Callable[[pl.DataFrame], None]]:
     """Yields ``append(frame)``: the frames go to a file beside ``out_file``, renamed into place once all are in,
     so that a reader never sees half a file, and nothing is left behind on failure. ``empty()`` gives the
     table written when nothing was appended (its readers still select its columns)."""
@@ -223,7 +224,8 @@ def validate_to_parquet(files: dict[str, str | Path], holdout_fraction: float, o
 
 def _objective_errors(examples: pl.DataFrame, objective: str) -> list[str]:
     """DPO learns from preference pairs and SFT from demonstrations: a file of the other kind is refused whole."""
-    wrong = (~pl.col("shape").is_in(PREFERENCE_SHAPES)) if objective == "dpo" else pl.col("shape").is_in(PREFERENCE_SHAPES)
+    wrong = ((~pl.col("shape").is_in(PREFERENCE_SHAPES)) if objective == "dpo"
+             else pl.col("shape").is_in(PREFERENCE_SHAPES))
     first = examples.filter(pl.col("shape").is_not_null() & wrong).head(1)
     if first.is_empty():
         return []
@@ -231,7 +233,8 @@ def _objective_errors(examples: pl.DataFrame, objective: str) -> list[str]:
     if objective == "dpo":
         return [f"objective 'dpo' trains on preference pairs (prompt/chosen/rejected or input/preferred_output/"
                 f"non_preferred_output), but {file} line {line} is a '{shape}' example"]
-    return [f"{file} line {line} is a preference pair ('{shape}'): set 'objective: dpo' in manifest.yaml to train on it"]
+    return [f"{file} line {line} is a preference pair ('{shape}'): "
+            "set 'objective: dpo' in manifest.yaml to train on it"]
 
 
 TOKENIZE_SLICE_ROWS = 50_000

@@ -90,7 +90,8 @@ def _record_groups(path: str | Path, display_name: str | None,
     elif suffix == ".parquet":
         yield from _table_records(path, name, False, json_columns)
     else:
-        raise UnsupportedFormat(f"{name}: unsupported file type '{suffix}' (use one of {', '.join(SUPPORTED_SUFFIXES)})")
+        raise UnsupportedFormat(f"{name}: unsupported file type '{suffix}' "
+                                f"(use one of {', '.join(SUPPORTED_SUFFIXES)})")
 
 
 def guess_encoding(sample: bytes) -> str:
@@ -688,13 +689,15 @@ _DUPLICATED = re.compile(r"(.*)_duplicated_\d+")
 
 def _refuse_columns(columns: list[str], name: str) -> None:
     if len(columns) > MAX_COLUMNS:
-        raise UnreadableFile(f"{name}: has {len(columns):,} columns, over the {MAX_COLUMNS} an upload may have (a shape "
-                             "needs at most six, e.g. prompt and completion): check the delimiter and the header")
+        raise UnreadableFile(f"{name}: has {len(columns):,} columns, over the {MAX_COLUMNS} an upload may have "
+                             "(a shape needs at most six, e.g. prompt and completion): "
+                             "check the delimiter and the header")
     seen = set(columns)
     # polars renames a repeated CSV header to "<name>_duplicated_<n>"; Parquet keeps both.
     repeated = [c for c in columns if (m := _DUPLICATED.fullmatch(c)) and m.group(1) in seen]
     if repeated or len(seen) < len(columns):
-        dup = _DUPLICATED.fullmatch(repeated[0]).group(1) if repeated else next(c for c in columns if columns.count(c) > 1)
+        dup = (_DUPLICATED.fullmatch(repeated[0]).group(1) if repeated
+               else next(c for c in columns if columns.count(c) > 1))
         raise UnreadableFile(f"{name}: column {json.dumps(dup)} appears more than once; each column needs its own name")
 
 
@@ -946,9 +949,9 @@ def _row_bytes(batch) -> np.ndarray:
 
 def _value_bytes(array) -> np.ndarray:
     """Each value's text and binary in bytes, through lists, maps, structs and dictionaries (a list's elements
-    ``LIST_SLOT_BYTES`` each besides), without decoding them (``nbytes`` counts a dictionary once, however many rows repeat it); other values count as nothing, as
-    in ``_cell_bytes``. Read from the buffers: a compute call per column of every batch would cost more than the
-    reading."""
+    ``LIST_SLOT_BYTES`` each besides), without decoding them (``nbytes`` counts a dictionary once, however many
+    rows repeat it); other values count as nothing, as in ``_cell_bytes``. Read from the buffers: a compute call
+    per column of every batch would cost more than the reading."""
     import numpy as np
     import pyarrow as pa
 
@@ -1027,7 +1030,8 @@ def _to_polars(batch, name: str) -> pl.DataFrame:
         try:
             pl.from_arrow(batch.select([field.name]))
         except failures:
-            reason = f"column {json.dumps(field.name)} has type {field.type}, which cannot be read; store text as strings"
+            reason = (f"column {json.dumps(field.name)} has type {field.type}, which cannot be read; "
+                      "store text as strings")
             break
     raise UnreadableFile(f"{name}: {reason}")
 

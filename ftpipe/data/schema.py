@@ -22,7 +22,8 @@ _MESSAGES = {
     # messages[0].content.
     ("field_problem", "no_field_problem"): (None, "{value}"),
     ("shape", "not_nullable"): ("record", "shape not recognized"),
-    ("shape", "same_shape_in_file"): ("record", "shape '{value}' differs from the file's first example ({first_shape}); one shape per file"),
+    ("shape", "same_shape_in_file"): ("record", "shape '{value}' differs from the file's first example "
+                                                "({first_shape}); one shape per file"),
     ("unknown_keys", "no_unknown_keys"): ("record", "unknown keys: {value}"),
     # The value is field FIELD_SEPARATOR message (ftpipe.data.preference.pair_problem): the tenant's own key; it
     # names the cause more precisely than the chat checks below, which a broken pair fails too.
@@ -31,7 +32,8 @@ _MESSAGES = {
     ("n_assistant", "greater_than_or_equal_to(1)"): ("messages", "no assistant turn"),
     ("n_empty", "equal_to(0)"): ("messages", "{value} message(s) with empty content"),
     ("n_bad_role", "equal_to(0)"): ("messages[].role", "unrecognized role (use system, user, assistant or tool)"),
-    ("roles_in_order", "in_order"): ("messages[].role", "roles out of order: optional system first, then user, ..., ending with assistant"),
+    ("roles_in_order", "in_order"): ("messages[].role", "roles out of order: optional system first, then user, ..., "
+                                                        "ending with assistant"),
 }
 
 
@@ -161,7 +163,8 @@ class RowValidator:
         if valid < min_examples:
             outcome.dataset_errors.append(f"too few valid examples: {valid} (at least {min_examples} required)")
         if max_examples is not None and self.n_records > max_examples:
-            outcome.dataset_errors.append(f"too many examples: {self.n_records} (the tenant's tier allows {max_examples})")
+            outcome.dataset_errors.append(f"too many examples: {self.n_records} "
+                                          f"(the tenant's tier allows {max_examples})")
         return outcome
 
 
@@ -178,7 +181,8 @@ def _row_errors(frame: pl.DataFrame, failure_cases: pl.DataFrame, first_shape: d
     cases.sort(key=lambda c: (c["index"], order.get((c["column"], c["check"]), len(order))))
     for case in cases:
         row = frame.row(case["index"], named=True)
-        field_name, template = _MESSAGES.get((case["column"], case["check"]), (case["column"], f"failed {case['check']}"))
+        field_name, template = _MESSAGES.get((case["column"], case["check"]),
+                                             (case["column"], f"failed {case['check']}"))
         message = template.format(value=row.get(case["column"]), first_shape=first_shape.get(row["source_file"]))
         if field_name is None:
             field_name, message = message.split(FIELD_SEPARATOR, 1)

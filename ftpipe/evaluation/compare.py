@@ -15,7 +15,12 @@ from pathlib import Path
 
 from ftpipe.evaluation.golden import load_golden_set
 from ftpipe.evaluation.holdout_task import (
-    answer_docs, holdout_docs, preference_docs, write_holdout_task, write_perplexity_task, write_preference_task,
+    answer_docs,
+    holdout_docs,
+    preference_docs,
+    write_holdout_task,
+    write_perplexity_task,
+    write_preference_task,
 )
 from ftpipe.evaluation.intervals import LEVEL, Estimate
 from ftpipe.evaluation.scores import ModelScores, TaskSamples, task_estimates
@@ -94,13 +99,16 @@ class EvalReport:
         """Each suite's result in words: what changed, and whether the interval says it changed at all."""
         lines = []
         for s in self.samples:
-            delta, ratio = self.estimates[f"{s.task}_{s.score_metric}_delta"], self.estimates[f"{s.task}_perplexity_ratio"]
+            delta, ratio = (self.estimates[f"{s.task}_{s.score_metric}_delta"],
+                            self.estimates[f"{s.task}_perplexity_ratio"])
             where = "the held-out set" if s.task == HOLDOUT_TASK else "the golden set"
             score = s.score_metric.replace("_", " ")
             lines.append(
-                f"On {where} ({s.n} examples) {score} went from {self.estimates[f'{s.task}_{s.score_metric}_base'].value:.3f}"
+                f"On {where} ({s.n} examples) {score} went from "
+                f"{self.estimates[f'{s.task}_{s.score_metric}_base'].value:.3f}"
                 f" to {self.estimates[f'{s.task}_{s.score_metric}'].value:.3f}, a change of {delta.value:+.3f} "
-                f"({LEVEL:.0%} interval {delta.low:+.3f} to {delta.high:+.3f}): {_verdict(delta, 0.0, 'better', 'worse')}; "
+                f"({LEVEL:.0%} interval {delta.low:+.3f} to {delta.high:+.3f}): "
+                f"{_verdict(delta, 0.0, 'better', 'worse')}; "
                 f"the reference answers' perplexity changed x{ratio.value:.3f} ({ratio.low:.3f} to {ratio.high:.3f}): "
                 f"{_verdict(ratio, 1.0, 'likelier', 'less likely', higher_is_better=False)}.")
         return lines
@@ -173,7 +181,8 @@ def run_suite(lm, suite: Suite) -> ModelScores:
         task_manager=TaskManager(include_path=str(suite.task_dir), include_defaults=False),
         apply_chat_template=True,
         system_instruction=suite.system or None,
-        bootstrap_iters=0,  # the intervals come from the paired bootstrap over both models (ftpipe.evaluation.intervals)
+        # The intervals come from the paired bootstrap over both models (ftpipe.evaluation.intervals).
+        bootstrap_iters=0,
         log_samples=True,
     )["samples"]
 

@@ -79,7 +79,8 @@ def parse_gate(metric: str, expression: str, source: str = "manifest", objective
     if not match:
         raise GateError(f"gate '{metric}': {expression!r} is not a comparison such as '>= 0.6' "
                         f"(operators: {', '.join(_OPERATORS)})")
-    known = gate_metric_names(objective) if objective else sorted(set(gate_metric_names("sft") + gate_metric_names("dpo")))
+    known = (gate_metric_names(objective) if objective
+             else sorted(set(gate_metric_names("sft") + gate_metric_names("dpo"))))
     if metric not in known:
         raise GateError(f"gate '{metric}': unknown metric" + (f" for objective '{objective}'" if objective else "")
                         + f"; known: {', '.join(known)}")

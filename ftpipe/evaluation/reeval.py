@@ -50,7 +50,8 @@ def golden_scores(base_model_path: str, adapter_dirs: dict[str, str], work_dir: 
         return score_model(base_model_path, peft, [suite], batch_size)[GOLDEN_TASK]
 
     base = score(None)
-    return GoldenRun(digest, suite.n_tokens, base, {adapter_id: score(path) for adapter_id, path in adapter_dirs.items()})
+    return GoldenRun(digest, suite.n_tokens, base,
+                     {adapter_id: score(path) for adapter_id, path in adapter_dirs.items()})
 
 
 @dataclass
@@ -110,7 +111,8 @@ def reevaluation_markdown(results: list[Reevaluation], golden_digest: str) -> st
     for r in results:
         registered = f"{r.registered_exact_match_tuned:.3f}" if r.registered_exact_match_tuned is not None else "-"
         lines.append(f"| {r.adapter_id} | {r.tenant} | {r.exact_match_base:.3f} | {r.exact_match_tuned:.3f} | "
-                     f"{registered} | {r.regression:.3f} ({r.regression_interval[0]:.3f} to {r.regression_interval[1]:.3f}) | "
+                     f"{registered} | {r.regression:.3f} "
+                     f"({r.regression_interval[0]:.3f} to {r.regression_interval[1]:.3f}) | "
                      f"{'yes' if r.holds_up else '**no**'} |")
     problems = [f"- {r.adapter_id}: {finding}" for r in results for finding in r.findings]
     return "\n".join(lines + ([""] + problems if problems else []))

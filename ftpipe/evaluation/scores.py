@@ -72,7 +72,8 @@ def task_estimates(samples: TaskSamples) -> dict[str, Estimate]:
         f"{t}_{m}_delta": lambda c: (c["tuned"] - c["base"]).mean(-1),
         f"{t}_perplexity": lambda c: _perplexity(c["tuned_ll"], c["tokens"]),
         f"{t}_perplexity_base": lambda c: _perplexity(c["base_ll"], c["tokens"]),
-        f"{t}_perplexity_delta": lambda c: _perplexity(c["tuned_ll"], c["tokens"]) - _perplexity(c["base_ll"], c["tokens"]),
+        f"{t}_perplexity_delta": lambda c: (_perplexity(c["tuned_ll"], c["tokens"])
+                                            - _perplexity(c["base_ll"], c["tokens"])),
         f"{t}_perplexity_ratio": lambda c: _perplexity(c["tuned_ll"] - c["base_ll"], c["tokens"]),
     }
     return paired_bootstrap(columns, statistics)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from ftpipe.catalog.db import CatalogTable
 from ftpipe.metering.classify import classify
 
+
 @dataclass(frozen=True)
 class UsageRecord:
     run_id: str
@@ -71,7 +72,8 @@ class UsageLedger(CatalogTable):
         names = [f.name for f in fields(UsageRecord)]
         with self._connect() as con:
             written = con.execute(f"INSERT INTO gpu_usage ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-                                  "ON CONFLICT DO NOTHING RETURNING run_id", [asdict(usage)[n] for n in names]).fetchone()
+                                  "ON CONFLICT DO NOTHING RETURNING run_id",
+                                  [asdict(usage)[n] for n in names]).fetchone()
         return written is not None
 
     def has(self, run_id: str) -> bool:

@@ -127,7 +127,13 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     from transformers import AutoTokenizer, PrinterCallback
 
     from ftpipe.training.callbacks import (
-        BestAdapter, CheckpointSchedule, CommitCheckpoints, Divergence, DivergenceGuard, LossWindow, MetricsToSink,
+        BestAdapter,
+        CheckpointSchedule,
+        CommitCheckpoints,
+        Divergence,
+        DivergenceGuard,
+        LossWindow,
+        MetricsToSink,
     )
     from ftpipe.training.methods import load_base_model, peft_config
 

@@ -37,5 +37,6 @@ def build_sft_trainer(spec: TrainJobSpec, model, tokenizer, common_args: dict, c
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, eval_dataset=eval_dataset,
                          processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks)
     if spec.packing:
-        tokens_per_example = sum(len(ids) for ids in trainer.train_dataset["input_ids"]) / max(1, len(trainer.train_dataset))
+        tokens_per_example = (sum(len(ids) for ids in trainer.train_dataset["input_ids"])
+                              / max(1, len(trainer.train_dataset)))
     return trainer, tokens_per_example * spec.micro_batch_size * spec.gradient_accumulation_steps

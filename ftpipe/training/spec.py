@@ -17,7 +17,8 @@ class TrainJobSpec:
     """The tokenized held-out split, with the same columns as ``train_file``; empty: no validation loss."""
     method: str = "lora"
     objective: str = "sft"
-    """``sft`` on ``input_ids`` / ``assistant_masks``, or ``dpo`` on ``prompt_ids`` / ``chosen_ids`` / ``rejected_ids``."""
+    """``sft`` on ``input_ids`` / ``assistant_masks``, or ``dpo`` on ``prompt_ids`` / ``chosen_ids`` /
+    ``rejected_ids``."""
     dpo_beta: float = 0.1
     dpo_sft_weight: float = 1.0
     """Weight of the chosen answer's NLL added to the DPO loss (RPO); 0 for pure DPO (``ftpipe.training.dpo``)."""

@@ -8,6 +8,7 @@ from resources.run_launcher import LocalRunLauncher
 class FailsFirstLaunch(LocalRunLauncher):
     def launch_run(self, context) -> None:
         run = context.dagster_run
-        if (run.tags.get("ftpipe/tenant"), run.job_name, run.tags.get("ftpipe/attempt")) == ("initech", "finetune", "1"):
+        if ((run.tags.get("ftpipe/tenant"), run.job_name, run.tags.get("ftpipe/attempt"))
+                == ("initech", "finetune", "1")):
             raise DagsterLaunchFailedError("Tried to start a run on a server after telling it to shut down")
         super().launch_run(context)
