@@ -75,7 +75,7 @@ def monthly_billing(context: AssetExecutionContext, catalog: CatalogResource, pl
     })
 
 
-billing_job = define_asset_job("billing_rollup", selection=[monthly_billing], partitions_def=billing_months)
+billing_job = define_asset_job("billing_rollup", selection=[monthly_billing])
 
 
 @schedule(job=billing_job, cron_schedule="0 4 * * *", default_status=DefaultScheduleStatus.RUNNING)

@@ -24,7 +24,6 @@ def _tenant_job(name: str, groups: tuple[str, ...]):
     return define_asset_job(
         name,
         selection=AssetSelection.groups(*groups),
-        partitions_def=tenant_jobs_partitions,
         executor_def=in_process_executor,
         config=PartitionedConfig(
             partitions_def=tenant_jobs_partitions,

@@ -5,6 +5,8 @@ imports another layer for them (``tests/test_layering.py``)."""
 
 from __future__ import annotations
 
+import math
+
 from ftpipe.tenants import PlatformConfig
 
 TENANT_TAG = "ftpipe/tenant"
@@ -75,6 +77,9 @@ def finetune_tags(prepare_tags: dict[str, str], pool: str, expected_seconds: flo
     preemption reads)."""
     carried = {k: v for k, v in prepare_tags.items()
                if (k.startswith("ftpipe/") or k == PRIORITY_TAG)
-               and k not in (ROUTED_POOL_TAG, ATTEMPT_TAG, OUTCOME_TAG, ERROR_CLASS_TAG, CANCEL_REQUESTED_TAG)}
-    return {**carried, STAGE_TAG: FINETUNE_JOB, POOL_TAG: pool, ATTEMPT_TAG: "1",
-            EXPECTED_SECONDS_TAG: f"{max(expected_seconds, 1):.0f}", PREPARED_BY_TAG: prepare_run_id}
+               and k not in (ROUTED_POOL_TAG, ATTEMPT_TAG, OUTCOME_TAG, ERROR_CLASS_TAG, CANCEL_REQUESTED_TAG,
+                             EXPECTED_SECONDS_TAG)}
+    tags = {**carried, STAGE_TAG: FINETUNE_JOB, POOL_TAG: pool, ATTEMPT_TAG: "1", PREPARED_BY_TAG: prepare_run_id}
+    if math.isfinite(expected_seconds):  # no estimate, no tag: preemption takes the run as just started
+        tags[EXPECTED_SECONDS_TAG] = f"{max(expected_seconds, 1):.0f}"
+    return tags

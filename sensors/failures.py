@@ -3,8 +3,9 @@
 Dagster's own run retries (``run_retries`` in dagster.yaml) would re-run with the parent's tags and config, so
 a retry could neither count its attempt, nor be metered apart, nor tell a tenant's bad input from a lost
 node. This sensor does all three, for every way a run can fail: a step's failure, a launch that never
-started (a code server shutting down), a run worker that died (run monitoring fails its run). Every failed
-run gets its outcome tag (``ftpipe/outcome``), so the Runs list says why it failed.
+started (a code server shutting down), a run worker that died (run monitoring fails its run), in either of a
+job's two stages: a retry is a run of the same stage, so a lost GPU run does not prepare its data again.
+Every failed run gets its outcome tag (``ftpipe/outcome``), so the Runs list says why it failed.
 """
 
 import re

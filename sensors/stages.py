@@ -46,6 +46,6 @@ def queue_finetune_runs(context: RunStatusSensorContext):
     if preflight is None:  # a hand launch of part of the stage: nothing to train on yet
         return SkipReason(f"run {run.run_id} did not materialize {PREFLIGHT_ASSET.to_user_string()}")
     pool = str(preflight.get("pool") or run.tags.get(ROUTED_POOL_TAG, ""))
-    expected = float(preflight.get("expected_seconds") or 0)
+    expected = float(preflight.get("expected_seconds", "nan"))
     return RunRequest(run_key=f"{run.run_id}:finetune", partition_key=run.tags.get(PARTITION_TAG),
                       tags=finetune_tags(run.tags, pool, expected, run.run_id))

@@ -63,3 +63,18 @@ def test_a_prepared_job_queues_its_gpu_run_with_the_routed_pool_and_the_prefligh
         instance.add_run_tags(prepare.run_id, {CANCEL_REQUESTED_TAG: "true"})
         skipped = finetune_request(instance, prepare.run_id)
     assert isinstance(skipped, SkipReason) and "cancelled" in skipped.skip_message
+
+
+def test_the_gpu_runs_tags_carry_the_jobs_and_drop_the_first_stages_own():
+    from partitions.run_tags import finetune_tags
+
+    prepare = {"ftpipe/tenant": "acme", "ftpipe/stage": "prepare", "ftpipe/routed-pool": "big", "ftpipe/attempt": "2",
+               "ftpipe/outcome": "x", "ftpipe/expected-seconds": "5", "dagster/priority": "10",
+               "dagster/partition": "acme__j", "other/tag": "kept out"}
+    tags = finetune_tags(prepare, "big", 12.4, "run-1")
+    assert tags == {"ftpipe/tenant": "acme", "ftpipe/stage": "finetune", "ftpipe/pool": "big",
+                    "ftpipe/attempt": "1", "ftpipe/prepared-by": "run-1", "ftpipe/expected-seconds": "12",
+                    "dagster/priority": "10"}
+    # No usable estimate, no tag: preemption reads a missing one as "just started", never a bogus number.
+    for bad in (float("nan"), float("inf")):
+        assert "ftpipe/expected-seconds" not in finetune_tags(prepare, "big", bad, "run-1")
