@@ -40,9 +40,11 @@ demo: install dagster-home
 base-model: install
 	$(VENV)/bin/ftpipe base-model
 
-# ruff's rules and settings are in pyproject.toml ([tool.ruff]); make test runs it first, so CI fails on a finding.
+# ruff (style, import order) and mypy (types) read their settings from pyproject.toml ([tool.ruff], [tool.mypy]);
+# make test runs both first, so CI fails on a finding of either.
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # Two workers, one torch thread each: half the suite waits on daemons, webservers and subprocess imports,
 # which the other worker's training fills. Work stealing, because a few end-to-end tests take minutes.

@@ -92,6 +92,10 @@ class Job:
     ends: float | None = None
     run_id: str | None = None
     tags: dict = field(default_factory=dict)
+    left: float | None = None          # training time still to do: the duration, less what ran before a preemption
+    intervals: list = field(default_factory=list)  # (start, end) of each run that held a slot
+    requeued: list = field(default_factory=list)   # when each preemption put it back in the queue
+    requeue_waits: list = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -177,16 +181,30 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def queued_jobs(jobs: list[Job]) -> list[Job]:
+    """The jobs whose run waits in the queue now: admitted, and neither running nor done."""
+    return [j for j in jobs if j.queued is not None and j.ends is None]
+
+
 def simulate(jobs: list[Job], pg_admin: str, step: float, max_hours: float) -> dict:
     import psycopg
-    from dagster import DagsterEvent, DagsterEventType, DagsterRunStatus, build_sensor_context, instance_for_test
+    from dagster import (
+        DagsterEvent,
+        DagsterEventType,
+        DagsterRunStatus,
+        build_run_status_sensor_context,
+        build_sensor_context,
+        instance_for_test,
+    )
     from dagster._core.test_utils import create_run_for_test, create_test_daemon_workspace_context
     from dagster._core.workspace.load_target import EmptyWorkspaceTarget
     from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
+    from ftpipe.preemption import Running, Waiting, plan_preemptions
     from ftpipe.submission import default_manifest, submit_job
-    from partitions.run_tags import FINETUNE_JOB, PARTITION_TAG, finetune_tags
+    from partitions.run_tags import FINETUNE_JOB, PARTITION_TAG, PREEMPTED_TAG, finetune_tags
     from resources import BaseModelsResource, CatalogResource, LandingZoneResource, PlatformResource
+    from sensors.preemption import requeue_preempted_runs
     from sensors.uploads import upload_sensor
     from tests.helpers.origins import finetune_origin
 
@@ -211,6 +229,7 @@ def simulate(jobs: list[Job], pg_admin: str, step: float, max_hours: float) -> d
             data = {"train.jsonl": b'{"prompt": "q", "completion": "a"}\n'}
             by_key = {f"{j.tenant}__{j.name}": j for j in jobs}
             by_run: dict[str, Job] = {}
+            policy = resources["platform"].config().preemption
             daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
             daemon._logger.setLevel(logging.WARNING)  # two lines a step otherwise
             origin = finetune_origin()
@@ -238,29 +257,58 @@ def simulate(jobs: list[Job], pg_admin: str, step: float, max_hours: float) -> d
                             PARTITION_TAG: request.partition_key}
                     run = create_run_for_test(instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.QUEUED,
                                               remote_job_origin=origin, tags=tags)
-                    job.queued, job.run_id, job.tags = now, run.run_id, tags
+                    job.queued, job.run_id, job.tags, job.left = now, run.run_id, tags, job.duration
                     by_run[run.run_id] = job
                 for job in [j for j in running if j.ends <= now]:
                     instance.report_dagster_event(DagsterEvent(event_type_value=DagsterEventType.RUN_SUCCESS.value,
                                                                job_name=FINETUNE_JOB), run_id=job.run_id)
                     running.remove(job)
+                # Preemption: the platform's policy on the simulated clock, then its requeue sensor. A stopped
+                # run checkpoints at its next step (seconds), so it ends at once and resumes with what it had left.
+                for plan in plan_preemptions(
+                        [Waiting(j.run_id, j.kind.pool, j.tier, j.requeued[-1] if j.requeued else j.queued)
+                         for j in queued_jobs(jobs)],
+                        [Running(j.run_id, j.kind.pool, j.tier, j.intervals[-1][0], j.duration) for j in running],
+                        {pool: slots for pool, (_, slots) in CLUSTER.items()}, now, policy.wait_seconds,
+                        policy.max_progress_share, set(policy.preempting_tiers), set(policy.preemptible_tiers)):
+                    victim = by_run[plan.victim]
+                    instance.add_run_tags(victim.run_id, {PREEMPTED_TAG: plan.for_run})
+                    cancel = DagsterEvent(event_type_value=DagsterEventType.RUN_CANCELED.value, job_name=FINETUNE_JOB)
+                    instance.report_dagster_event(cancel, run_id=victim.run_id)
+                    request = requeue_preempted_runs(build_run_status_sensor_context(
+                        sensor_name=requeue_preempted_runs.name, dagster_instance=instance,
+                        dagster_run=instance.get_run_by_id(victim.run_id), dagster_event=cancel))
+                    again = create_run_for_test(instance, job_name=FINETUNE_JOB, status=DagsterRunStatus.QUEUED,
+                                                remote_job_origin=origin,
+                                                tags={**request.tags, PARTITION_TAG: request.partition_key})
+                    running.remove(victim)
+                    victim.left = victim.ends - now
+                    victim.intervals[-1] = (victim.intervals[-1][0], now)
+                    victim.run_id, victim.tags, victim.ends = again.run_id, dict(again.tags), None
+                    victim.requeued.append(now)
+                    by_run[again.run_id] = victim
                 launched_before = len(instance.run_launcher.queue())
-                queue_lengths.append(sum(j.queued is not None and j.launched is None for j in jobs))
+                queue_lengths.append(len(queued_jobs(jobs)))
                 started = time.perf_counter()
                 list(daemon.run_iteration(workspace))
                 dequeue_seconds.append(time.perf_counter() - started)
                 for run in instance.run_launcher.queue()[launched_before:]:
                     job = by_run[run.run_id]
-                    job.launched, job.ends = now, now + job.duration
+                    if job.launched is None:
+                        job.launched = now
+                    else:
+                        job.requeue_waits.append(now - job.requeued[-1])
+                    job.ends = now + job.left
+                    job.intervals.append((now, job.ends))
                     running.append(job)
-                for job in [j for j in jobs if j.queued is not None and j.launched is None]:
+                for job in queued_jobs(jobs):
                     blocked[job.tier][blocking_limit(job.tags, [j.tags for j in running], limits)] += step
                 for job in running:  # GPU-seconds this step, counted within the day only
-                    lo, hi = max(now, job.launched), min(now + step, job.ends, DAY)
+                    lo, hi = max(now, job.intervals[-1][0]), min(now + step, job.ends, DAY)
                     busy[job.kind.pool] += max(0.0, hi - lo) * job.kind.gpus
                 now += step
-                if now >= DAY and not pending and all(j.launched is not None or (j.queued is None and now - j.arrives
-                                                                                 > REFUSED_AFTER) for j in jobs):
+                if now >= DAY and not pending and all(j.ends is not None or (j.queued is None and now - j.arrives
+                                                                            > REFUSED_AFTER) for j in jobs):
                     break
             return {"busy": busy, "end": now, "blocked": blocked, "tick_seconds": tick_seconds,
                     "dequeue_seconds": dequeue_seconds, "queue_lengths": queue_lengths}
@@ -317,6 +365,16 @@ def report(jobs: list[Job], sim: dict, wall: float, args) -> dict:
     for reason in reasons:
         print(f"| {reason} | " + " | ".join(f"{sim['blocked'][t][reason] / HOUR:,.0f}" for t in TIERS) + " |")
     out["blocked_hours"] = {t: {r: v / HOUR for r, v in sim["blocked"][t].items()} for t in TIERS}
+    stopped = [j for j in jobs if j.requeued]
+    rewaits = [w for j in jobs for w in j.requeue_waits]
+    out["preemptions"] = {"runs_stopped": sum(len(j.requeued) for j in jobs), "jobs": len(stopped),
+                          "by_tier": dict(Counter(j.tier for j in stopped)),
+                          "requeue_wait_p50_min": percentile(rewaits, 0.5) / 60,
+                          "requeue_wait_max_min": max(rewaits, default=float("nan")) / 60}
+    print(f"\npreemptions: {out['preemptions']['runs_stopped']} runs stopped ({len(stopped)} jobs, "
+          f"{dict(Counter(j.tier for j in stopped)) or 'none'}) for premium runs that had waited past the policy's "
+          f"wait; each resumed from its checkpoint after waiting again p50 {_dur(percentile(rewaits, 0.5))}, "
+          f"max {_dur(max(rewaits, default=float('nan')))}")
     achieved = sum(sim["busy"].values()) / HOUR / (total_gpus * 24)
     ideal = min(1.0, gpu_hours / (total_gpus * 24))
     out.update(utilisation=achieved, ideal_utilisation=ideal, ideal_makespan_h=ideal_makespan / HOUR)

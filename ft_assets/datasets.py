@@ -80,6 +80,7 @@ def _check_quota(context: AssetExecutionContext, catalog: CatalogResource, confi
     decision = decide_for_tenant(config, tenant, catalog.ledger().charged_hours(month).get(tenant, 0.0), month,
                                  estimated_gpu_hours)
     if not decision.allowed:
+        assert decision.message is not None  # a quota refusal always says why
         raise fail_on_input(context, store, tenant, job, decision.message)
     if decision.over_soft_quota:
         context.log.warning(decision.message)
@@ -263,9 +264,10 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     pool_name = context.run.tags.get(ROUTED_POOL_TAG) or context.run.tags.get(POOL_TAG) or config.default_pool
     pool = config.pools[pool_name]
     try:
+        # The ignore: polars types max() as any Python literal; of the integer n_tokens column it is an int.
         plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
                              hyperparameters, str(cache_file), stats_table.height,
-                             int(stats_table["n_tokens"].max() or 0), pool,
+                             int(stats_table["n_tokens"].max() or 0), pool,  # type: ignore[arg-type]
                              eval_file=str(holdout_file))
     except DoesNotFit as exc:
         raise fail_on_input(context, store, tenant, job, f"manifest.yaml: {exc}") from None

@@ -2,9 +2,10 @@
 
 import json
 from pathlib import Path
+from typing import cast
 
 import polars as pl
-from dagster import AssetExecutionContext, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, MarkdownMetadataValue, MetadataValue, Output, asset
 
 from ft_assets.gpu import run_on_pool
 from ft_assets.partition import publish
@@ -40,7 +41,9 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
     }, processes=1)
     reported = dict(invocation.get_materialize_result().metadata or {})
     report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())
-    table = reported["report"].value if "report" in reported else ""
+    # pipes_main reports "report" as markdown, which arrives as a MarkdownMetadataValue; Dagster types a result's
+    # metadata as any of the raw values a materialization may carry.
+    table = cast(MarkdownMetadataValue, reported["report"]).value if "report" in reported else ""
     store = landing.store()
     # The curves beside the scores: a validation loss that turned up shows overfitting before any score does.
     curve = curve_from_record(adapter["training"], run_dir / CURVE_FILE)

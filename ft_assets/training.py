@@ -5,6 +5,7 @@ import re
 import signal
 import tempfile
 from pathlib import Path
+from typing import cast
 
 from dagster import AssetExecutionContext, AssetKey, DagsterInstance, Failure, MetadataValue, Output, asset
 from dagster._core.errors import DagsterPipesExecutionError
@@ -69,7 +70,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
     pool_name = tokenized_dataset["pool"]
     pool = platform.config().pools[pool_name]
-    started, ending = now_utc(), {}
+    started = now_utc()
+    ending: dict = {}
     try:
         invocation = run_on_pool(context, trainer, catalog, pool_name, pool, "ftpipe.training.pipes_main",
                                  extras={"spec": spec.to_dict()},
@@ -161,7 +163,11 @@ def pool_calibration(instance: DagsterInstance, pool_name: str, last: int = 20) 
     ``ftpipe.training.cost.calibrated_seconds``; a reused training measured nothing and is not among them."""
     runs = []
     for record in instance.fetch_materializations(AssetKey("adapter"), limit=10 * last).records:
-        metadata = record.asset_materialization.metadata
+        materialization = record.asset_materialization
+        assert materialization is not None  # fetch_materializations returns materializations only
+        metadata = materialization.metadata
         if "measured_over_estimate" in metadata and metadata["pool"].value == pool_name:
-            runs.append((metadata["measured_over_estimate"].value, metadata["overhead_seconds"].value))
+            # Written by _pace as floats; Dagster types a metadata value's .value as any value metadata holds.
+            measured, overhead = metadata["measured_over_estimate"].value, metadata["overhead_seconds"].value
+            runs.append((cast(float, measured), cast(float, overhead)))
     return runs[:last]

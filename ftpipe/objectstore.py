@@ -67,16 +67,18 @@ Methods of both stores (``ObjectStore``):
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import errno
 import os
 import secrets
 import shutil
 import stat as st_
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 _TMP_PREFIX = ".ftpipe-tmp-"
 _BLOCK = 1 << 20
@@ -137,8 +139,9 @@ class ObjectStore(Protocol):
     url: str
 
     def list(self, prefix: str) -> list[ObjectInfo]: ...
-    def list_children(self, prefix: str) -> list[ObjectInfo]: ...
-    def list_page(self, prefix: str, start_after: str = "", limit: int = 1000) -> tuple[list[ObjectInfo], bool]: ...
+    def list_children(self, prefix: str) -> builtins.list[ObjectInfo]: ...
+    def list_page(self, prefix: str, start_after: str = "",
+                  limit: int = 1000) -> tuple[builtins.list[ObjectInfo], bool]: ...
     def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes: ...
     def download(self, key: str, dest: str | Path, max_bytes: int | None = None) -> None: ...
     def write_bytes(self, key: str, data: bytes, overwrite: bool = False) -> None: ...
@@ -243,7 +246,7 @@ def _unsafe_write(key: str, path: str, st: os.stat_result, action: str = "write"
                         "links or into anything but a folder", key, path, _kind(st))
 
 
-_renameat2 = None
+_renameat2: Callable[..., int] | Literal[False] | None = None  # None: not looked up yet; False: not available
 
 
 def _rename_noreplace(src: str, dst: str, dir_fd: int) -> bool:
@@ -446,7 +449,7 @@ class LocalObjectStore:
             os.close(dfd)
         return sorted(out, key=lambda info: info.key)
 
-    def list_children(self, prefix: str) -> list[ObjectInfo]:
+    def list_children(self, prefix: str) -> builtins.list[ObjectInfo]:
         folder = _check_prefix(prefix)
         try:
             dfd = self._open_dirs(prefix, folder.split("/"))
@@ -475,7 +478,8 @@ class LocalObjectStore:
             os.close(dfd)
         return sorted(out, key=_listing_order)
 
-    def list_page(self, prefix: str, start_after: str = "", limit: int = 1000) -> tuple[list[ObjectInfo], bool]:
+    def list_page(self, prefix: str, start_after: str = "",
+                  limit: int = 1000) -> tuple[builtins.list[ObjectInfo], bool]:
         out: list[ObjectInfo] = []
         for child in self.list_children(prefix):
             if child.kind != FOLDER:
@@ -663,7 +667,7 @@ class S3ObjectStore:
             out += [self._info(obj) for obj in page.get("Contents", [])]
         return out
 
-    def list_children(self, prefix: str) -> list[ObjectInfo]:
+    def list_children(self, prefix: str) -> builtins.list[ObjectInfo]:
         out = []
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(_check_prefix(prefix)) + "/",
@@ -673,7 +677,8 @@ class S3ObjectStore:
             out += [self._info(obj) for obj in page.get("Contents", [])]
         return sorted(out, key=_listing_order)
 
-    def list_page(self, prefix: str, start_after: str = "", limit: int = 1000) -> tuple[list[ObjectInfo], bool]:
+    def list_page(self, prefix: str, start_after: str = "",
+                  limit: int = 1000) -> tuple[builtins.list[ObjectInfo], bool]:
         out: list[ObjectInfo] = []
         request = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
         if start_after:

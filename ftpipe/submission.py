@@ -24,7 +24,7 @@ def submit_job(store: ObjectStore, tenant: str, job: str, files: dict[str, bytes
     validate_name("job", job)
     manifest_bytes = manifest if isinstance(manifest, bytes) else yaml.safe_dump(manifest, sort_keys=False).encode()
     parsed = parse_manifest(manifest_bytes, source="manifest")  # refuse a bad manifest before uploading anything
-    missing = {parsed.dataset, parsed.eval_dataset} - set(files) - {None}
+    missing = {name for name in (parsed.dataset, parsed.eval_dataset) if name is not None} - set(files)
     if missing:
         raise ValueError(f"the manifest names {sorted(missing)}, which are not being uploaded")
     for name, data in files.items():

@@ -25,9 +25,10 @@ def create_app(api: ApiContext) -> FastAPI:
                               "Authenticate with `Authorization: Bearer <API key>` (`ftpipe api-keys create`).",
                   version="1")
     app.state.api = api
-    app.add_exception_handler(ApiError, api_error_handler)
-    app.add_exception_handler(RequestValidationError, validation_error_handler)
-    app.add_exception_handler(StarletteHTTPException, http_error_handler)
+    # The ignores: Starlette types a handler as taking any Exception, though it calls each with its own class only.
+    app.add_exception_handler(ApiError, api_error_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error_handler)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)  # type: ignore[arg-type]
 
     @app.middleware("http")
     async def bounded_bodies(request: Request, call_next):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ftpipe.basemodel.registry import BaseModelRegistry
 from ftpipe.catalog.adapters import AdapterRegistry
@@ -14,6 +16,9 @@ from ftpipe.catalog.job_requests import JobRequests
 from ftpipe.objectstore import ObjectStore
 from ftpipe.tenants import PlatformConfig
 from ftpipe_api.rate_limit import RateLimiter
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
 
 DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
 """An upload through the API is held in memory once on its way to the landing zone; larger datasets go to the
@@ -27,7 +32,7 @@ class ApiContext:
     artifacts_root: str
     platform: PlatformConfig
     base_models: BaseModelRegistry
-    instance_factory: object
+    instance_factory: Callable[[], DagsterInstance]
     """A callable returning the Dagster instance (``DagsterInstance.get``), opened on first use."""
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     limiter: RateLimiter = field(default_factory=RateLimiter)

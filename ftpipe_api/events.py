@@ -57,9 +57,10 @@ def _from_entry(instance: DagsterInstance, run, storage_id: int, entry: EventLog
     if kind == DagsterEventType.STEP_START:
         return _event(run.run_id, entry, storage_id, "info", f"Started {event.step_key}")
     if kind == DagsterEventType.ASSET_MATERIALIZATION:
-        return _event(run.run_id, entry, storage_id, "info", f"{event.asset_key.to_user_string()} ready")
+        asset_key = event.step_materialization_data.materialization.asset_key  # event.asset_key, typed non-None
+        return _event(run.run_id, entry, storage_id, "info", f"{asset_key.to_user_string()} ready")
     if kind == DagsterEventType.ASSET_CHECK_EVALUATION:
-        check = event.event_specific_data
+        check = event.asset_check_evaluation_data
         verdict = "passed" if check.passed else "failed"
         detail = f": {check.description}" if check.description and not check.passed else ""
         return _event(run.run_id, entry, storage_id, "info" if check.passed else "error",

@@ -14,6 +14,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import yaml
 from dagster import DagsterRunStatus
@@ -139,12 +140,12 @@ def _create(api, tenant: str, body: CreateJob) -> dict:
         raise ApiError(409, f"the job could not be written into your landing zone: {exc}",
                        code="landing_zone_unwritable") from None
     api.jobs.add(job)
-    state = JobState("validating_files", None).document(tenant, job.job_id)  # no run can exist yet
+    document = JobState("validating_files", None).document(tenant, job.job_id)  # no run can exist yet
     try:  # until its first run nothing else says so in the bucket
-        publish(api.store, tenant, job.job_id, STATUS_FILE, json.dumps(state, indent=2))
+        publish(api.store, tenant, job.job_id, STATUS_FILE, json.dumps(document, indent=2))
     except (OSError, ValueError):
         pass  # a tenant that broke its own results area reads the state from the API only
-    return job_object(api, job, state)
+    return job_object(api, job, document)
 
 
 @router.post("")
@@ -202,7 +203,7 @@ def list_events(job_id: str, request: Request, after: str | None = None, limit: 
                 tenant: str = Depends(tenant_of)) -> dict:
     api = request.app.state.api
     job = _own_job(request, tenant, job_id)
-    created = {"object": "fine_tuning.job.event", "id": f"ftevent-{job.job_id[6:14]}-created",
+    created: dict[str, Any] = {"object": "fine_tuning.job.event", "id": f"ftevent-{job.job_id[6:14]}-created",
                "created_at": int(job.created_at.timestamp()), "level": "info", "type": "message", "data": None,
                "message": f"Created fine-tuning job: {job.job_id}"}
     events = job_events(api.instance, tenant, job.job_id)

@@ -6,6 +6,7 @@ imports another layer for them (``tests/test_layering.py``)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from ftpipe.tenants import PlatformConfig
 
@@ -70,7 +71,7 @@ def run_tags(platform: PlatformConfig, tenant: str, job: str, pool: str, attempt
     }
 
 
-def finetune_tags(prepare_tags: dict[str, str], pool: str, expected_seconds: float,
+def finetune_tags(prepare_tags: Mapping[str, str], pool: str, expected_seconds: float,
                   prepare_run_id: str) -> dict[str, str]:
     """The finetune run's tags, from the prepare run's: the same tenant, tier, priority and manifest version,
     the slot of ``pool``, its first attempt, and how long the pre-flight expects it to hold the slot (what

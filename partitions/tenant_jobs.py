@@ -1,4 +1,7 @@
 from dagster import DynamicPartitionsDefinition
 
+TENANT_JOBS = "tenant_jobs"
+"""The partitions' name (``tenant_jobs_partitions.name``, which Dagster types as optional)."""
+
 # One partition per tenant job; keys come only from partitions.keys.partition_key.
-tenant_jobs_partitions = DynamicPartitionsDefinition(name="tenant_jobs")
+tenant_jobs_partitions = DynamicPartitionsDefinition(name=TENANT_JOBS)

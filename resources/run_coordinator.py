@@ -102,6 +102,7 @@ def tags_for_tenant_job_run(run: DagsterRun, instance: DagsterInstance, resource
     admission = admit(manifest_bytes, manifest, config, resources["base_models"].registry())
     if admission.refusal:
         raise LaunchRefused(f"partition {key!r}: {admission.refusal}")
+    assert admission.pool is not None  # admit() names a pool for every job it does not refuse
     earlier = instance.get_runs(RunsFilter(job_name=run.job_name, tags={PARTITION_TAG: key}))
     attempt = 1 + max((int(r.tags.get(ATTEMPT_TAG, "0")) for r in earlier if r.run_id != run.run_id), default=0)
     tags = run_tags(config, tenant, job, admission.pool, attempt, stage_of(run))
@@ -125,6 +126,7 @@ class PlatformRunCoordinator(QueuedRunCoordinator):
         missing = {k: v for k, v in missing.items() if k not in run.tags}
         if missing:
             self._instance.add_run_tags(run.run_id, missing)
-            run = self._instance.get_run_by_id(run.run_id)
-            context = SubmitRunContext(run, context.workspace)
+            tagged = self._instance.get_run_by_id(run.run_id)
+            assert tagged is not None  # the run being submitted is stored: its tags were just added
+            context = SubmitRunContext(tagged, context.workspace)
         return super().submit_run(context)

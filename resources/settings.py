@@ -61,7 +61,7 @@ def resources_from_env() -> dict:
         "catalog": CatalogResource(location=env("FTPIPE_CATALOG", str(home / "catalog.duckdb"))),
         "platform": PlatformResource(tenants_file=tenants_file()),
         "trainer": TrainerLauncherResource(
-            backend=env("FTPIPE_TRAINER_BACKEND", "local"),
+            backend=env("FTPIPE_TRAINER_BACKEND", "local"),  # type: ignore[arg-type]  # pydantic checks the Literal
             image=env("FTPIPE_TRAINER_IMAGE"),
             namespace=env("FTPIPE_K8S_NAMESPACE"),
             service_account=env("FTPIPE_K8S_SERVICE_ACCOUNT"),

@@ -57,8 +57,8 @@ class TrainerLauncherResource(ConfigurableResource):
                           extras=extras)
 
     def pod_settings(self) -> PodSettings:
-        missing = [n for n in ("image", "artifacts_claim", "artifacts_mount") if not getattr(self, n)]
-        if missing:
+        if not (self.image and self.artifacts_claim and self.artifacts_mount):
+            missing = [n for n in ("image", "artifacts_claim", "artifacts_mount") if not getattr(self, n)]
             raise ValueError(f"the kubernetes trainer backend needs {', '.join(missing)}")
         return PodSettings(image=self.image, artifacts_claim=self.artifacts_claim,
                            artifacts_mount=self.artifacts_mount, model_cache_claim=self.model_cache_claim,

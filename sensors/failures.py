@@ -62,9 +62,9 @@ def failure_reason(instance: DagsterInstance, run: DagsterRun) -> tuple[str, str
     failed_check = None
     for record in instance.all_logs(run.run_id, of_type={DagsterEventType.ASSET_CHECK_EVALUATION,
                                                            DagsterEventType.STEP_FAILURE}):
-        event = record.dagster_event
+        event = record.get_dagster_event()  # of_type keeps only Dagster events, so there is always one
         if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
-            evaluation = event.event_specific_data
+            evaluation = event.asset_check_evaluation_data
             # Only a failed ERROR check stops a run; WARN checks (data-quality warnings) never do.
             if failed_check is None and not evaluation.passed and evaluation.severity == AssetCheckSeverity.ERROR:
                 failed_check = f"check {evaluation.check_name} failed: {evaluation.description or ''}".strip()
@@ -93,7 +93,7 @@ def _run_level_reason(instance: DagsterInstance, run: DagsterRun) -> str:
     records = list(reversed(instance.all_logs(run.run_id, of_type={DagsterEventType.ENGINE_EVENT,
                                                                    DagsterEventType.RUN_FAILURE})))
     for record in records:  # an error that Dagster caught says the most
-        error = getattr(record.dagster_event.event_specific_data, "error", None)
+        error = getattr(record.get_dagster_event().event_specific_data, "error", None)
         if error is not None and error.message.strip():
             return f"{error.message.strip().splitlines()[0][:300]} ({where})"
     for record in records:

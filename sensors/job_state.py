@@ -100,8 +100,8 @@ def job_state(instance: DagsterInstance, store: ObjectStore, adapters: AdapterRe
             status = "queued"  # lost to the platform, not the tenant: the next attempt resumes from its checkpoint
         else:
             error = {"code": f"{error_class}_error", "message": reason, "param": None}
-    final = status in ("succeeded", "failed", "cancelled") and record.end_time
-    state = JobState(status, record, finished_at=int(record.end_time) if final else None, error=error)
+    end_time = record.end_time if status in ("succeeded", "failed", "cancelled") else None  # final states only
+    state = JobState(status, record, finished_at=int(end_time) if end_time else None, error=error)
     if status == "succeeded":
         adapter = adapters.for_run(run.run_id)
         if adapter is not None and adapter.status == "promoted":

@@ -79,7 +79,7 @@ from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import FILE, ObjectInfo, ObjectStore, ObjectTooLarge, UnsafeObject
 from partitions.keys import InvalidName, parse_partition_key, partition_key, validate_name
 from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, run_tags
-from partitions.tenant_jobs import tenant_jobs_partitions
+from partitions.tenant_jobs import TENANT_JOBS, tenant_jobs_partitions
 from resources import (
     BaseModelsResource,
     CatalogResource,
@@ -105,7 +105,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     store = landing.store()
     config = platform.config()
     registry = base_models.registry()
-    known = set(context.instance.get_dynamic_partitions(tenant_jobs_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(TENANT_JOBS))
     seen, positions = _load_cursor(context.cursor)
     new_keys: list[str] = []
     requests: list[RunRequest] = []
@@ -148,6 +148,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             break  # not recorded: the next tick takes the rest (at least one per tick: it always progresses)
         version = _listing_version(obj)
         old = seen.get(key) or {}
+        assert isinstance(old, dict)  # an entry from before content digests was made a dict when its key was listed
         if old.get("state") == WAITING and old.get("v") == version and _still_waiting(store, tenant, job, old):
             continue
         # Recorded first: whatever happens below, this version is not tried again (a refusal is retried only
@@ -198,6 +199,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             _reject(context, store, tenant, job, refusal)
             continue
         entry["state"] = QUEUED
+        assert admission.pool is not None  # admit() names a pool for every job it does not refuse
         if _has_refusal(store, tenant, job):
             _remove_old_refusal(context, store, tenant, job)
         if key not in known and key not in new_keys:

@@ -9,8 +9,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tiny_model")]
 
 
 def _overlapping(jobs) -> int:
-    """The most of ``jobs`` running at one instant (a run ending as another launches does not overlap it)."""
-    events = sorted([(j.launched, 1) for j in jobs] + [(j.ends, -1) for j in jobs])
+    """The most of ``jobs``' runs holding a slot at one instant (a run ending as another launches does not
+    overlap it); a preempted job's runs are its intervals."""
+    events = sorted([(start, 1) for j in jobs for start, _ in j.intervals]
+                    + [(end, -1) for j in jobs for _, end in j.intervals])
     most = now = 0
     for _, change in events:
         now += change
@@ -35,3 +37,8 @@ def test_a_small_day_runs_every_job_within_every_limit():
     # The limits bound: some run waited.
     assert max(j.launched - j.queued for j in launched) > 0
     assert sum(sim["busy"].values()) > 0
+    # A preempted job resumed where it stopped: its runs add up to its duration, one after the other.
+    for job in (j for j in launched if j.requeued and j.ends is not None):
+        assert job.tier == "free"
+        assert sum(end - start for start, end in job.intervals) == pytest.approx(job.duration)
+        assert all(a[1] <= b[0] for a, b in zip(job.intervals, job.intervals[1:]))

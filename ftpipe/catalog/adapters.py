@@ -9,6 +9,7 @@ The catalog is shared with the usage ledger; ``ftpipe.catalog.db`` explains its 
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from dataclasses import dataclass, fields
@@ -112,7 +113,7 @@ class AdapterRegistry(CatalogTable):
                              [tenant, job, config_hash, dataset_digest])
         return found[0] if found else None
 
-    def _select(self, where: str, params: list) -> list[AdapterRecord]:
+    def _select(self, where: str, params: builtins.list) -> builtins.list[AdapterRecord]:
         if not self._exists():
             return []
         with self._connect() as con:

@@ -8,6 +8,7 @@ therefore yields no usable key, and the key itself is shown once, when it is iss
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import re
@@ -83,7 +84,7 @@ class ApiKeys(CatalogTable):
         with self._connect() as con:
             return len(con.execute("DELETE FROM api_keys WHERE tenant = ? RETURNING key_id", [tenant]).fetchall())
 
-    def _select(self, where: str, params: list) -> list[ApiKey]:
+    def _select(self, where: str, params: builtins.list) -> builtins.list[ApiKey]:
         with self._connect() as con:
             rows = con.execute(f"SELECT key_id, tenant, name, created_at, revoked_at FROM api_keys {where} "
                                "ORDER BY created_at", params).fetchall()

@@ -132,7 +132,9 @@ def _schema_version(raw: duckdb.DuckDBPyConnection) -> int:
     """``migrations.applied_version`` in one cheap query (information_schema costs DuckDB several ms, paid
     on every connection here). Outside a transaction: in one, a failed statement would abort it."""
     try:
-        return raw.execute("SELECT max(version) FROM catalog_migrations").fetchone()[0] or 0
+        row = raw.execute("SELECT max(version) FROM catalog_migrations").fetchone()
+        assert row is not None  # an aggregate without GROUP BY always returns one row
+        return row[0] or 0
     except duckdb.CatalogException:
         return 0
 

@@ -6,6 +6,7 @@ copied it into its job folder keeps its copy.
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,7 +39,9 @@ class TenantFiles(CatalogTable):
             con.execute("INSERT INTO tenant_files (file_id, tenant, filename, purpose, bytes, sha256, objective, "
                         "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, now())",
                         [file_id, tenant, filename, purpose, size, sha256, objective])
-        return self.get(tenant, file_id)
+        added = self.get(tenant, file_id)
+        assert added is not None  # just inserted under a new id, so it is there and not deleted
+        return added
 
     def get(self, tenant: str, file_id: str) -> TenantFile | None:
         """The tenant's own file, not deleted; None for any other id, another tenant's included."""
@@ -59,7 +62,7 @@ class TenantFiles(CatalogTable):
             with self._connect() as con:
                 con.execute("DELETE FROM tenant_files WHERE tenant = ?", [tenant])
 
-    def _select(self, where: str, params: list) -> list[TenantFile]:
+    def _select(self, where: str, params: builtins.list) -> builtins.list[TenantFile]:
         if not self._exists():
             return []
         with self._connect() as con:

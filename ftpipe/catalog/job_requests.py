@@ -70,7 +70,8 @@ class JobRequests(CatalogTable):
     def page(self, tenant: str, after: str | None, limit: int) -> tuple[list[JobRequest], bool]:
         """Newest first, as OpenAI lists jobs: up to ``limit`` created before the job ``after``, and whether
         more follow."""
-        where, params = "WHERE tenant = ?", [tenant]
+        where = "WHERE tenant = ?"
+        params: list[object] = [tenant]
         if after:
             anchor = self.get(tenant, after)
             if anchor is not None:
@@ -94,4 +95,4 @@ class JobRequests(CatalogTable):
         with self._connect() as con:
             rows = con.execute(f"SELECT {', '.join(_COLUMNS)} FROM job_requests {where} {order}"
                                + (f" LIMIT {int(limit)}" if limit else ""), params).fetchall()
-        return [JobRequest(*row[:6], json.loads(row[6]), row[7]) for row in rows]
+        return [JobRequest(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[7]) for row in rows]

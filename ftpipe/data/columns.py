@@ -141,5 +141,6 @@ class ColumnMapping:
             path = field_path("", self.columns[head.group(0)]) + path[head.end():]
         for name in MESSAGE_FIELDS:
             if name in self.columns:
-                path = re.sub(rf"\]\.{name}\b", lambda m, key=self.columns[name]: "]" + _member(key), path)
+                key = self.columns[name]  # re.sub calls the function before the loop moves on
+                path = re.sub(rf"\]\.{name}\b", lambda m: "]" + _member(key), path)
         return path

@@ -38,7 +38,8 @@ def _beyond_polars(raw: pl.Series) -> bool:
     """Lines that polars would read differently from the exact path, or not survive. Everything else hostile
     (NaN, Infinity, numbers out of range, a lone low surrogate, control characters, duplicate keys, trailing
     text) already makes ``json_decode`` fail, which sends the chunk to the exact path too."""
-    if raw.str.len_bytes().max() > MAX_RECORD_BYTES:
+    # polars types max() as any literal or None; of byte lengths of non-null lines (at least one) it is an int
+    if raw.str.len_bytes().max() > MAX_RECORD_BYTES:  # type: ignore[operator]
         return True
     # A lone high surrogate ("\ud800") decodes to NUL in polars; the exact path refuses it. Every high half must
     # open a pair (a false alarm, e.g. an escaped backslash before "ud800", only costs speed).
@@ -190,5 +191,7 @@ def normalize_lines_fast(lines: pl.Series, first_line: int, source_file: str) ->
             | ((body.list.first() == "user") & (body.list.last() == "assistant")))).fill_null(False)
         .alias("roles_in_order"),
     )
+    # The ignore: polars types cast's argument as a Mapping keyed by name, selector or dtype, and a Mapping's key
+    # type is invariant, so no dict[str, ...] schema fits it although a dict by name is what cast takes.
     return out.with_columns(pl.lit(None).alias(c) for c in NORMALIZED_SCHEMA if c not in out.columns) \
-        .select(list(NORMALIZED_SCHEMA)).cast(NORMALIZED_SCHEMA)
+        .select(list(NORMALIZED_SCHEMA)).cast(NORMALIZED_SCHEMA)  # type: ignore[arg-type]

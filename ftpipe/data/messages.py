@@ -234,7 +234,7 @@ def normalize_messages(messages, field: str, *, sharegpt: bool = False,
             out.append({"role": "assistant", "content": None,
                         "tool_calls": tool_calls(calls, f"{where}.{content_key}")})
             continue
-        message = {"role": role}
+        message: dict = {"role": role}
         message["content"] = _text(m.get(content_key), f"{where}.{content_key}", optional=True)
         for key in ("tool_calls", "function_call"):  # the second: OpenAI's older functions format, one call
             if m.get(key) is None:

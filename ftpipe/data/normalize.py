@@ -105,13 +105,13 @@ def _unrecognized(keys: set[str]) -> str:
         if shape not in REFUSED_SHAPES and len(missing) == 1 and len(required) > 1 and required & keys:
             near.append((len(keys - required - optional), shape, next(iter(missing))))
     if near:
-        _, shape, missing = min(near)
+        _, shape, lacking = min(near)
         required, optional = SHAPES[shape]
         spare = sorted(keys - required - optional)
-        guess = difflib.get_close_matches(missing, spare, n=1, cutoff=0.5)
+        guess = difflib.get_close_matches(lacking, spare, n=1, cutoff=0.5)
         hint = f" (is {shown(guess[0])} it? then rename it, or map it in the manifest's columns:)" if guess else \
             " (name your key for it in the manifest's columns:)"
-        return f"{message}: the '{shape}' shape ({'+'.join(sorted(required))}) lacks '{missing}'{hint}"
+        return f"{message}: the '{shape}' shape ({'+'.join(sorted(required))}) lacks '{lacking}'{hint}"
     return message + ": expected one of " + "; ".join(
         "+".join(sorted(req)) for shape, (req, _) in SHAPES.items() if shape not in REFUSED_SHAPES)
 
@@ -309,8 +309,8 @@ def _row(rec: RawRecord, mapping: ColumnMapping) -> dict:
         listed = next((k for k in ("tools", "functions") if data.get(k) is not None), None)
         if shape in _CONVERSATION_FIELD and listed:
             available = tools(data[listed], listed)
-            if bad := calls_outside(messages, available, _CONVERSATION_FIELD[shape]):
-                raise bad
+            if outside := calls_outside(messages, available, _CONVERSATION_FIELD[shape]):
+                raise outside
             row["tools"] = json.dumps(available, ensure_ascii=False, separators=(",", ":"))
     except FieldProblem as exc:
         row["field_problem"] = _at(mapping, exc.field, exc.message)

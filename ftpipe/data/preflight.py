@@ -62,7 +62,7 @@ def run_preflight(tokenized: pl.DataFrame, max_len: int, epochs: float, num_para
         "examples": tokenized.height,
         "tokens_p50": int(tokens.quantile(0.5, "nearest") or 0),
         "tokens_p95": int(tokens.quantile(0.95, "nearest") or 0),
-        "tokens_max": int(tokens.max() or 0),
+        "tokens_max": int(tokens.max() or 0),  # type: ignore[arg-type]  # polars: max() is any literal; ints here
         "too_long": too_long.height,
         "trainable_tokens": int(tokenized["n_trainable"].sum()),
         "tokens_per_epoch": step_tokens,

@@ -167,6 +167,7 @@ def length_outliers(features: pl.DataFrame, k: float = 3.0, min_rows: int = 20) 
         return None
     lengths = features["length"]
     q1, q3 = lengths.quantile(0.25), lengths.quantile(0.75)
+    assert q1 is not None and q3 is not None  # None only for no values, and there are min_rows lengths, never null
     spread = max(q3 - q1, 1.0)
     low, high = q1 - k * spread, q3 + k * spread
     outliers = features.filter((pl.col("length") < low) | (pl.col("length") > high)).sort("source_file", "line")

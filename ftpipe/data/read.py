@@ -13,11 +13,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
+    from polars._typing import PolarsDataType
 
 SUPPORTED_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
@@ -254,7 +255,10 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))
+        for repeated, _ in pairs:  # stops at the first key seen before: there is one, as len(obj) != len(pairs)
+            if repeated in seen:
+                break
+            seen.add(repeated)
         shown = repeated if len(repeated) <= 40 else repeated[:40] + "..."
         raise RecordProblem(f"invalid JSON: the key {json.dumps(shown)} appears twice in one object; keep one")
     return obj
@@ -408,6 +412,7 @@ def json_array_records(path: str | Path, name: str,
             more()
             while True:
                 space = _SPACE.match(buf, pos)
+                assert space is not None  # \s* matches anywhere, if only the empty string
                 if space.end() == len(buf) and more():
                     continue
                 line += buf.count("\n", counted, space.end())
@@ -440,24 +445,25 @@ def json_array_records(path: str | Path, name: str,
                     if len(buf) - pos > MAX_RECORD_BYTES:
                         # Too big to hold: find its end without parsing it, report it, and go on.
                         element_line, scanner, size = line, _ElementEnd(), 0
-                        while (end := scanner.feed(buf, pos)) is None:
+                        while (element_end := scanner.feed(buf, pos)) is None:
                             size += len(buf[pos:].encode("utf-8", "surrogatepass"))
                             pos = len(buf)
                             if not more():
                                 break
-                        if end is None:
+                        if element_end is None:
                             batch.append(stop(f"a record over the {MAX_RECORD_BYTES >> 20} MiB limit that does "
                                               "not end"))
                             break
-                        size += len(buf[pos:end].encode("utf-8", "surrogatepass"))
+                        size += len(buf[pos:element_end].encode("utf-8", "surrogatepass"))
                         batch.append(RawRecord(name, element_line, None, too_big(size)))
-                        pos, expect = end, "comma"
+                        pos, expect = element_end, "comma"
                         continue
                     if more():
                         continue
                     batch.append(stop(str(end)))
                     break
                 batch.append(record)
+                assert isinstance(end, int)  # a record comes with the offset it ends at, a reason only without one
                 pos, expect = end, "comma"
                 if len(batch) >= ARRAY_BATCH_RECORDS:
                     yield iter(batch)
@@ -507,6 +513,7 @@ class _ElementEnd:
 
 def _array_element(buf: str, pos: int, name: str, line: int) -> tuple[RawRecord | None, int | str]:
     """(record, end) of the element at ``pos``; (None, reason) when it cannot be read whole from ``buf``."""
+    end: int | None
     try:
         value, end = _DECODER.raw_decode(buf, pos)
     except RecordProblem as exc:  # NaN or an out-of-range number: skip the element, report it
@@ -585,7 +592,8 @@ def _frame_records(frame: pl.DataFrame, lines, name: str, json_columns: tuple[st
                    dropped: dict[int, tuple[str | None, int]] | None = None) -> Iterator[RawRecord]:
     """``dropped``: line -> (field, bytes) of the rows taken out of ``frame`` (before it) for being over the limit."""
     frame, oversized = _without_oversized(frame)
-    pending = sorted(dropped or {})
+    dropped = dropped or {}
+    pending = sorted(dropped)
 
     def too_big_before(line: float) -> Iterator[RawRecord]:
         while pending and pending[0] < line:
@@ -694,10 +702,9 @@ def _refuse_columns(columns: list[str], name: str) -> None:
                              "check the delimiter and the header")
     seen = set(columns)
     # polars renames a repeated CSV header to "<name>_duplicated_<n>"; Parquet keeps both.
-    repeated = [c for c in columns if (m := _DUPLICATED.fullmatch(c)) and m.group(1) in seen]
+    repeated = [m.group(1) for c in columns if (m := _DUPLICATED.fullmatch(c)) and m.group(1) in seen]
     if repeated or len(seen) < len(columns):
-        dup = (_DUPLICATED.fullmatch(repeated[0]).group(1) if repeated
-               else next(c for c in columns if columns.count(c) > 1))
+        dup = repeated[0] if repeated else next(c for c in columns if columns.count(c) > 1)
         raise UnreadableFile(f"{name}: column {json.dumps(dup)} appears more than once; each column needs its own name")
 
 
@@ -742,11 +749,12 @@ def parquet_frames(path: str | Path, columns: list[str] | None = None, batch_row
     file = pq.ParquetFile(path)
     if max_bytes is None:
         for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
-            yield pl.from_arrow(batch)
+            yield cast(pl.DataFrame, pl.from_arrow(batch))  # polars types from_arrow loosely: a batch gives a frame
         return
     pieces = ((b, _row_bytes(b)) for b in file.iter_batches(batch_size=PARQUET_READ_ROWS, columns=columns))
     for run in _packed(pieces, batch_rows, max_bytes):
-        yield pl.from_arrow(pa.Table.from_batches([b.slice(start, stop - start) for b, start, stop in run]))
+        table = pa.Table.from_batches([b.slice(start, stop - start) for b, start, stop in run])
+        yield cast(pl.DataFrame, pl.from_arrow(table))  # polars types from_arrow loosely: a table gives a frame
 
 
 def _parquet_frames(path: Path, name: str):
@@ -1023,7 +1031,7 @@ def _to_polars(batch, name: str) -> pl.DataFrame:
 
     failures = (pl.exceptions.PolarsError, pl.exceptions.PanicException, pa.ArrowException, RecursionError)
     try:
-        return pl.from_arrow(batch)
+        return cast(pl.DataFrame, pl.from_arrow(batch))  # polars types from_arrow loosely: a batch gives a frame
     except failures as exc:
         reason = _polars_failure(exc)
     for field in batch.schema:  # name the column for the tenant: convert them one at a time
@@ -1045,7 +1053,7 @@ def _rows(frame: pl.DataFrame, name: str) -> Iterator[dict]:
         raise UnreadableFile(f"{name}: a value cannot be read ({_polars_failure(exc)})") from None
 
 
-def _cell_bytes(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+def _cell_bytes(expr: pl.Expr, dtype: PolarsDataType) -> pl.Expr:
     """The bytes a cell holds, through lists and structs; fixed-size values count as nothing, a list's elements
     ``LIST_SLOT_BYTES`` each."""
     import polars as pl
@@ -1088,7 +1096,7 @@ def _without_oversized(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, tup
     over = (sizes.select(pl.sum_horizontal(pl.all())).to_series() > MAX_RECORD_BYTES).arg_true().to_list()
     if not over:
         return frame, {}
-    oversized = {}
+    oversized: dict[int, tuple[str | None, int]] = {}
     for index in over:
         row = sizes.row(index, named=True)
         column, n_bytes = max(row.items(), key=lambda item: item[1])

@@ -10,10 +10,14 @@ and whether the example teaches the model to stop.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
-TOKENIZED_SCHEMA = {
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+TOKENIZED_SCHEMA: dict[str, PolarsDataType] = {
     "source_file": pl.String,
     "line": pl.Int64,
     "input_ids": pl.List(pl.Int32),
@@ -88,7 +92,8 @@ def render_conversations(tokenizer, conversations: list[list[dict]], tools: list
     rendered: list = [None] * len(conversations)
     spans: list = [None] * len(conversations)
     for spec, members in groups.items():
-        texts, offsets = render_jinja_template(
+        # transformers annotates render_jinja_template -> str; it returns (texts, generation spans)
+        texts, offsets = render_jinja_template(  # type: ignore[str-unpack]
             conversations=[conversations[i] for i in members], tools=json.loads(spec) if spec else None,
             chat_template=tokenizer.get_chat_template(), return_assistant_tokens_mask=True,
             **tokenizer.special_tokens_map)
@@ -159,7 +164,9 @@ def _batches(tokenizer, frame: pl.DataFrame):
 def _list_column(lists: list[list[int]], dtype) -> pl.Series:
     import pyarrow as pa
 
-    return pl.from_arrow(pa.array(lists, type=pa.list_(pa.int32()))).cast(dtype)
+    # polars types from_arrow as DataFrame | Series (it cannot tell pyarrow's types apart): an Array gives a Series
+    series = cast(pl.Series, pl.from_arrow(pa.array(lists, type=pa.list_(pa.int32()))))
+    return series.cast(dtype)
 
 
 def _truncated(lists: list[list[int]], max_len: int) -> list[list[int]]:
@@ -185,14 +192,16 @@ def tokenize_frame(tokenizer, frame: pl.DataFrame, max_len: int, progress=None) 
     eos = tokenizer.eos_token_id
     # An EOS token counts only where the mask says it is learned: a 2 in eos_and_mask is exactly that.
     eos_and_mask = pl.col("input_ids").list.eval((pl.element() == eos).cast(pl.Int8)) + pl.col("assistant_masks")
+    # The ignore: polars types cast's argument as a Mapping keyed by name, selector or dtype, and a Mapping's key
+    # type is invariant, so no dict[str, ...] schema fits it although a dict by name is what cast takes.
     return table.with_columns(
         pl.col("assistant_masks").list.sum().cast(pl.Int32).alias("n_trainable"),
         (eos_and_mask.list.max() == 2).fill_null(False).alias("learns_eos"),
         (pl.col("n_tokens") > max_len).alias("truncated"),
-    ).select(list(TOKENIZED_SCHEMA)).cast(TOKENIZED_SCHEMA)
+    ).select(list(TOKENIZED_SCHEMA)).cast(TOKENIZED_SCHEMA)  # type: ignore[arg-type]
 
 
-PREFERENCE_SCHEMA = {
+PREFERENCE_SCHEMA: dict[str, PolarsDataType] = {
     "source_file": pl.String,
     "line": pl.Int64,
     "prompt_ids": pl.List(pl.Int32),
@@ -222,7 +231,7 @@ def tokenize_preferences(tokenizer, frame: pl.DataFrame, max_len: int, progress=
     longer of the two full sequences; ``truncated`` says it exceeds ``max_len``; ``n_trainable`` counts both
     answers' tokens and ``learns_eos`` says the chosen answer ends with the EOS token.
     """
-    out = {"prompt_ids": [], "chosen_ids": [], "rejected_ids": [], "n_tokens": []}
+    out: dict[str, list] = {"prompt_ids": [], "chosen_ids": [], "rejected_ids": [], "n_tokens": []}
     for start in range(0, frame.height, BATCH):
         batch = frame.slice(start, BATCH)
         prompts = [json.loads(p) for p in batch["prompt"]]

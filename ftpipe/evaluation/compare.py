@@ -69,11 +69,13 @@ class EvalReport:
 
     @property
     def n_holdout(self) -> int:
-        return self._suite(HOLDOUT_TASK).n if self._suite(HOLDOUT_TASK) else 0
+        suite = self._suite(HOLDOUT_TASK)
+        return suite.n if suite else 0
 
     @property
     def n_golden(self) -> int:
-        return self._suite(GOLDEN_TASK).n if self._suite(GOLDEN_TASK) else 0
+        suite = self._suite(GOLDEN_TASK)
+        return suite.n if suite else 0
 
     @property
     def rows(self) -> list[MetricRow]:

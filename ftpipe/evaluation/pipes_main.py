@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from dagster_pipes import open_dagster_pipes
@@ -45,8 +46,9 @@ def main() -> None:
         pipes.log.info(f"smoke generation: differs from base={smoke.differs}, stops at end of turn={smoke.stops}")
         report_file = Path(pipes.get_extra("work_dir")) / "eval_report.json"
         report_file.write_text(json.dumps({**json.loads(report_file.read_text()), "smoke": smoke.to_dict()}, indent=2))
-        metadata = {"report": {"raw_value": report.to_markdown() + "\n\n" + smoke.to_markdown(), "type": "md"},
-                    "n_holdout": report.n_holdout, "smoke_passed": smoke.passed}
+        metadata: dict[str, Any] = {
+            "report": {"raw_value": report.to_markdown() + "\n\n" + smoke.to_markdown(), "type": "md"},
+            "n_holdout": report.n_holdout, "smoke_passed": smoke.passed}
         for row in report.rows:  # 4 significant digits: more is noise on a few hundred questions
             metadata[f"{row.task}_{row.metric}_base"] = _sig(row.base.value)
             metadata[f"{row.task}_{row.metric}_tuned"] = _sig(row.tuned.value)

@@ -10,6 +10,7 @@ ratio (the tuned model's answer perplexity over the base model's, 1.0 for no cha
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import numpy as np
 
@@ -39,8 +40,8 @@ class TaskSamples:
     tuned: ModelScores
 
     def __post_init__(self) -> None:
-        if isinstance(self.base, dict):  # read back from a report's JSON
-            self.base, self.tuned = ModelScores(**self.base), ModelScores(**self.tuned)
+        if isinstance(self.base, dict):  # read back from a report's JSON: dicts in fields typed for what they become
+            self.base, self.tuned = ModelScores(**cast(dict, self.base)), ModelScores(**cast(dict, self.tuned))
         sizes = {len(self.n_tokens), len(self.base.score), len(self.base.loglik), len(self.tuned.score),
                  len(self.tuned.loglik)}
         if len(sizes) != 1:
@@ -64,8 +65,9 @@ def task_estimates(samples: TaskSamples) -> dict[str, Estimate]:
     ``{task}_{metric}`` for the tuned model, ``_base``, ``_delta`` (tuned minus base), and
     ``{task}_perplexity_ratio`` (tuned over base; below 1 the tuned model finds the answers likelier)."""
     t, m = samples.task, samples.score_metric
-    columns = {"base": samples.base.score, "tuned": samples.tuned.score, "base_ll": samples.base.loglik,
-               "tuned_ll": samples.tuned.loglik, "tokens": samples.n_tokens}
+    columns: dict[str, list] = {"base": samples.base.score, "tuned": samples.tuned.score,
+                                "base_ll": samples.base.loglik, "tuned_ll": samples.tuned.loglik,
+                                "tokens": samples.n_tokens}
     statistics = {
         f"{t}_{m}": lambda c: c["tuned"].mean(-1),
         f"{t}_{m}_base": lambda c: c["base"].mean(-1),

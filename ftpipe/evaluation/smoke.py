@@ -8,6 +8,7 @@ generations of the base and the tuned model on held-out prompts show both.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import cast
 
 
 @dataclass
@@ -42,7 +43,7 @@ def smoke_generation(base_model_path: str, adapter_dir: str, prompts: list[list[
     """``prompts``: conversations up to the user's turn (system and user messages)."""
     import torch
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BatchEncoding
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -50,8 +51,10 @@ def smoke_generation(base_model_path: str, adapter_dir: str, prompts: list[list[
     model.eval()
     samples = []
     for messages in prompts:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                            return_dict=True)["input_ids"].to(device)
+        # transformers types the result as any of its forms; with return_dict=True it is a BatchEncoding
+        encoded = cast(BatchEncoding, tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                                    return_tensors="pt", return_dict=True))
+        ids = encoded["input_ids"].to(device)
         kwargs = dict(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=tokenizer.eos_token_id,
                       pad_token_id=tokenizer.pad_token_id)
         with torch.no_grad():

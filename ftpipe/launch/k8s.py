@@ -33,8 +33,8 @@ def trainer_pod(settings: PodSettings, command: list[str], gpus: int, node_selec
         # NCCL and DataLoader workers exchange tensors through /dev/shm; the container default is 64 MB.
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{settings.shm_size_gb}Gi"}},
     ]
-    mounts = [{"name": "artifacts", "mountPath": settings.artifacts_mount},
-              {"name": "dshm", "mountPath": "/dev/shm"}]
+    mounts: list[dict] = [{"name": "artifacts", "mountPath": settings.artifacts_mount},
+                          {"name": "dshm", "mountPath": "/dev/shm"}]
     if settings.model_cache_claim:
         volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": settings.model_cache_claim,
                                                                     "readOnly": True}})

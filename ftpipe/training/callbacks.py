@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from transformers import TrainerCallback
 
@@ -136,7 +137,7 @@ class LossWindow(TrainerCallback):
     def __init__(self, resume: Path | None, log: Callable[[str], None]) -> None:
         self.resume = resume
         self.log = log
-        self.trainer = None  # set once the trainer is built
+        self.trainer: Any = None  # set once the trainer is built
 
     def _supported(self) -> bool:
         return all(hasattr(self.trainer, name) for name in self.PRIVATE)
@@ -222,7 +223,7 @@ class BestAdapter(TrainerCallback):
         self.keep_weights = keep_weights
         self.patience = patience
         self.log = log
-        self.trainer = None  # set once the trainer is built
+        self.trainer: Any = None  # set once the trainer is built
         self.stopped_early_at: int | None = None
 
     def weights_of(self, step: int) -> Path:

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def curve_series(history: list[tuple[int, float]], eval_history: list[tuple[int, float]] = (),
-                 chosen_step: int | None = None) -> dict[str, list[tuple[int, float]]]:
+def curve_series(history: list[tuple[int, float]], eval_history: Sequence[tuple[int, float]] = (),
+                 chosen_step: int | None = None) -> dict[str, list[tuple[float, ...]]]:
     """What the plot draws: ``training`` and ``validation`` as (step, loss), and ``chosen``, the evaluation of
     the step whose weights the adapter holds (empty when that step was not evaluated)."""
     chosen = dict(eval_history).get(chosen_step) if chosen_step is not None else None
     return {"training": [tuple(p) for p in history], "validation": [tuple(p) for p in eval_history],
-            "chosen": [] if chosen is None else [(chosen_step, chosen)]}
+            "chosen": [] if chosen is None or chosen_step is None else [(chosen_step, chosen)]}
 
 
 def plot_loss_curve(history: list[tuple[int, float]], path: str | Path, title: str | None = None,
-                    eval_history: list[tuple[int, float]] = (), chosen_step: int | None = None) -> Path:
+                    eval_history: Sequence[tuple[int, float]] = (), chosen_step: int | None = None) -> Path:
     """The training loss and, on the same axes, the validation loss, with the step whose weights the adapter
     holds marked (``chosen_step``)."""
     import matplotlib

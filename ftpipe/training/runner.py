@@ -189,7 +189,7 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     history = [(int(e["step"]), float(e["loss"])) for e in state.log_history if "loss" in e]
     evaluations = eval_history(state.log_history)
     lowest = best_of(evaluations)
-    if divergence.happened:
+    if divergence.step is not None:  # divergence.happened, in a form the type checker follows
         raise TrainingDiverged.at(divergence.step, divergence.detail, spec.learning_rate, spec.tenant_overrides)
     last = committer.last_committed or resume
     trained_tokens = int(tokens_per_step * (state.global_step - start_step))
@@ -209,6 +209,7 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
     adapter_dir = Path(spec.output_dir) / "adapter"
     selection = _save_adapter(trainer, tokenizer, spec, best, lowest, adapter_dir, log)
     if selection == "best":
+        assert lowest is not None  # _save_adapter says "best" only when there is an evaluated step
         common["selected_step"] = lowest[0]
     if not math.isfinite(common["final_loss"]):
         raise TrainingDiverged.at(state.global_step, f"loss={common['final_loss']}", spec.learning_rate,
@@ -246,6 +247,7 @@ def _save_adapter(trainer, tokenizer, spec: TrainJobSpec, best, lowest: tuple[in
 
 def save_completed(spec: TrainJobSpec, result: TrainResult) -> dict:
     """Write TRAINING_RESULT, after the adapter and in one rename: whoever finds it finds a whole adapter."""
+    assert result.adapter_dir is not None  # only a completed result is saved, and it has its adapter
     adapter = Path(result.adapter_dir)
     record = {
         "spec": spec.to_dict(), "steps": result.steps, "max_steps": result.max_steps,

@@ -6,6 +6,8 @@ trains on answers only and prompt/completion data on completions only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe.training.validation import evaluation_args, read_eval_table
 
@@ -37,6 +39,7 @@ def build_sft_trainer(spec: TrainJobSpec, model, tokenizer, common_args: dict, c
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, eval_dataset=eval_dataset,
                          processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks)
     if spec.packing:
-        tokens_per_example = (sum(len(ids) for ids in trainer.train_dataset["input_ids"])
-                              / max(1, len(trainer.train_dataset)))
+        # The packed datasets.Dataset (untyped, so Any here); transformers types the attribute as any torch dataset.
+        packed: Any = trainer.train_dataset
+        tokens_per_example = sum(len(ids) for ids in packed["input_ids"]) / max(1, len(packed))
     return trainer, tokens_per_example * spec.micro_batch_size * spec.gradient_accumulation_steps

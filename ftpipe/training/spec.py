@@ -100,6 +100,7 @@ def _as_float(value, what: str) -> float:
     try:
         return float(value)
     except OverflowError:  # an integer beyond any float: certainly out of range
+        assert isinstance(value, int)  # float() overflows on nothing else: a str too large for one reads as inf
         return math.inf if value > 0 else -math.inf
     except ValueError:
         raise ValueError(f"must be {what}, not {str(value)[:40]!r}") from None
