@@ -67,16 +67,7 @@ def main() -> None:
     from bench.validate import write_rows
     from ft_assets.definitions import ASSETS, build_defs
     from ftpipe.submission import default_manifest, submit_job
-    from partitions.tenant_jobs import tenant_jobs_partitions
-    from resources import (
-        ArtifactStoreResource,
-        BaseModelsResource,
-        CatalogResource,
-        LandingZoneResource,
-        PlatformResource,
-        TenantIOManager,
-        TrainerLauncherResource,
-    )
+    from tests.helpers.resources import local_resources_at
     from tests.helpers.stages import execute_stages
 
     with tempfile.TemporaryDirectory() as tmp, instance_for_test() as instance:
@@ -89,15 +80,7 @@ def main() -> None:
             "tenants:\n  one-run: {tier: premium}\n  two-stages: {tier: premium}\n"
             "evaluation: {quality_gates: {}}\n")
         os.environ["FTPIPE_TENANTS"] = str(tenants)  # the jobs' partition tags read it
-        resources = {
-            "landing": LandingZoneResource(url=str(folder / "landing")),
-            "artifacts": ArtifactStoreResource(root=str(folder / "artifacts")),
-            "io_manager": TenantIOManager(root=str(folder / "artifacts")),
-            "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-            "catalog": CatalogResource(location=str(folder / "catalog.duckdb")),
-            "platform": PlatformResource(tenants_file=str(tenants)),
-            "trainer": TrainerLauncherResource(),
-        }
+        resources = local_resources_at(folder, tenants)
         upload = folder / "train.jsonl"
         write_rows(upload, args.rows)  # support tickets, all distinct (bench/validate.py's)
         data = upload.read_bytes()
@@ -110,7 +93,7 @@ def main() -> None:
         # The alternative: every asset in one run, which holds the pool's slot from start to end.
         whole = define_asset_job("whole", selection=AssetSelection.groups("dataset", "training", "evaluation",
                                                                           "registry"),
-                                 partitions_def=tenant_jobs_partitions, executor_def=in_process_executor)
+                                 executor_def=in_process_executor)
         defs = build_defs(resources)
         results = {}
         started = time.perf_counter()

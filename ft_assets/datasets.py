@@ -202,6 +202,79 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
     )
 
 
+def _tokenized_cache(context: AssetExecutionContext, validated_dataset: dict, base, artifacts: ArtifactStoreResource,
+                     store, max_len: int) -> tuple[Path, Path, str, bool]:
+    """The train and held-out splits in the tenant's tokenized cache, tokenized now unless the same content
+    through the same tokenizer and template is there already: (train file, held-out file, cache key, hit)."""
+    from transformers import AutoTokenizer
+
+    tenant, job, manifest = validated_dataset["tenant"], validated_dataset["job"], validated_dataset["manifest"]
+    # Packing happens when training reads the cache, so packed and unpacked jobs share one entry.
+    mapping = ColumnMapping.from_manifest(manifest)
+    cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
+                        base.chat_template_digest, max_len, manifest["objective"],
+                        *([mapping.digest()] if mapping else []))
+    cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
+    holdout_file = artifacts.layout().tokenized_holdout_cache(tenant, cache_key)
+    if cache_file.exists() and holdout_file.exists():  # (an entry from before held-out splits lacks the second)
+        return cache_file, holdout_file, cache_key, True
+    logged = 0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal logged
+        if done == total or done - logged >= 10_000:
+            logged = done
+            context.log.info(f"pre-flight: rendered and tokenized {done:,} of {total:,} examples")
+
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
+                            cache_file, max_len, manifest["objective"], progress, eval_file=holdout_file)
+    except TemplateRefused as exc:
+        raise fail_on_input(context, store, tenant, job,
+                            f"{exc}; the base model {manifest['base_model']} cannot train on it as it is") from None
+    except TemplateSpansMismatch as exc:
+        raise fail_on_input(context, store, tenant, job, f"messages[].weight: {exc}; the base model "
+                            f"{manifest['base_model']} cannot honour message weights, remove them") from None
+    return cache_file, holdout_file, cache_key, False
+
+
+def _plan_and_preflight(context: AssetExecutionContext, store, validated_dataset: dict, base, cache_file: Path,
+                        holdout_file: Path, max_len: int, pool_name: str, pool):
+    """The training plan for the pool (automatic hyperparameters, the memory estimate) and the pre-flight over
+    the cache's token counts (statistics, too-long examples, the cost), read without loading the token ids."""
+    tenant, job, manifest = validated_dataset["tenant"], validated_dataset["job"], validated_dataset["manifest"]
+    stats_table = pl.read_parquet(cache_file, columns=PREFLIGHT_COLUMNS)
+    try:
+        # The ignore: polars types max() as any Python literal; of the integer n_tokens column it is an int.
+        plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
+                             manifest["hyperparameters"], str(cache_file), stats_table.height,
+                             int(stats_table["n_tokens"].max() or 0), pool,  # type: ignore[arg-type]
+                             eval_file=str(holdout_file))
+    except DoesNotFit as exc:
+        raise fail_on_input(context, store, tenant, job, f"manifest.yaml: {exc}") from None
+    epochs = plan.spec.epochs_to_run(stats_table.height, pool.gpus_per_slot)
+    preflight = run_preflight(stats_table, max_len, epochs, base.num_parameters, pool_name, pool)
+    preflight.plan = plan.rows
+    preflight.stats["estimated_memory_gb"] = round(plan.memory.total_gb, 3)
+    for row in plan.rows:
+        context.log.info(f"plan: {row['name']}={row['shown']} ({row['source']}: {row['reason']})")
+    return plan, preflight
+
+
+def _expected_seconds(context: AssetExecutionContext, estimated_gpu_hours: float, pool_name: str,
+                      pool) -> tuple[float, float, list]:
+    """How long the finetune run should hold its slot (sensors.stages tags it; preemption spares runs that are
+    far along): (the FLOP estimate, that estimate corrected by what the pool's recent trainings measured,
+    startup included, and those trainings' figures)."""
+    estimated_s = estimated_gpu_hours * 3600 / pool.gpus_per_slot
+    calibration = pool_calibration(context.instance, pool_name)
+    expected_s = calibrated_seconds(estimated_s, calibration)
+    context.log.info(f"plan: expected {expected_s:.3g} s on {pool_name} (FLOP estimate {estimated_s:.3g} s, "
+                     f"calibrated on {len(calibration)} recent training(s) of the pool)")
+    return estimated_s, expected_s, calibration
+
+
 @asset(
     partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"parquet"},
     check_specs=[check_spec("fits_max_seq_len", "tokenized_dataset", blocking=True,
@@ -216,8 +289,6 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
 
     The same table is the pre-flight: its token counts give the statistics, errors and cost estimate.
     """
-    from transformers import AutoTokenizer
-
     tenant, job = validated_dataset["tenant"], validated_dataset["job"]
     manifest = validated_dataset["manifest"]
     store = landing.store()
@@ -232,51 +303,13 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
         raise fail_on_input(context, store, tenant, job, "; ".join(unservable))
     hyperparameters = manifest["hyperparameters"]
     max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
-    # Packing happens when training reads the cache, so packed and unpacked jobs share one entry.
-    mapping = ColumnMapping.from_manifest(manifest)
-    cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
-                        base.chat_template_digest, max_len, manifest["objective"],
-                        *([mapping.digest()] if mapping else []))
-    cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
-    holdout_file = artifacts.layout().tokenized_holdout_cache(tenant, cache_key)
-    hit = cache_file.exists() and holdout_file.exists()  # an entry from before held-out splits were tokenized
-    if not hit:
-        logged = 0
-
-        def progress(done: int, total: int) -> None:
-            nonlocal logged
-            if done == total or done - logged >= 10_000:
-                logged = done
-                context.log.info(f"pre-flight: rendered and tokenized {done:,} of {total:,} examples")
-
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
-                                cache_file, max_len, manifest["objective"], progress, eval_file=holdout_file)
-        except TemplateRefused as exc:
-            raise fail_on_input(context, store, tenant, job,
-                                f"{exc}; the base model {manifest['base_model']} cannot train on it as it is") from None
-        except TemplateSpansMismatch as exc:
-            raise fail_on_input(context, store, tenant, job, f"messages[].weight: {exc}; the base model "
-                                f"{manifest['base_model']} cannot honour message weights, remove them") from None
-    stats_table = pl.read_parquet(cache_file, columns=PREFLIGHT_COLUMNS)
+    cache_file, holdout_file, cache_key, hit = _tokenized_cache(context, validated_dataset, base, artifacts, store,
+                                                                max_len)
     # The pool admission routed the job to; a hand launch of every asset at once holds it from the start.
     pool_name = context.run.tags.get(ROUTED_POOL_TAG) or context.run.tags.get(POOL_TAG) or config.default_pool
     pool = config.pools[pool_name]
-    try:
-        # The ignore: polars types max() as any Python literal; of the integer n_tokens column it is an int.
-        plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
-                             hyperparameters, str(cache_file), stats_table.height,
-                             int(stats_table["n_tokens"].max() or 0), pool,  # type: ignore[arg-type]
-                             eval_file=str(holdout_file))
-    except DoesNotFit as exc:
-        raise fail_on_input(context, store, tenant, job, f"manifest.yaml: {exc}") from None
-    epochs = plan.spec.epochs_to_run(stats_table.height, pool.gpus_per_slot)
-    preflight = run_preflight(stats_table, max_len, epochs, base.num_parameters, pool_name, pool)
-    preflight.plan = plan.rows
-    preflight.stats["estimated_memory_gb"] = round(plan.memory.total_gb, 3)
-    for row in plan.rows:
-        context.log.info(f"plan: {row['name']}={row['shown']} ({row['source']}: {row['reason']})")
+    plan, preflight = _plan_and_preflight(context, store, validated_dataset, base, cache_file, holdout_file, max_len,
+                                          pool_name, pool)
 
     check = validated_dataset["check"]
     report_md = report_markdown(check, f"{tenant}/{job}", preflight)
@@ -296,14 +329,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
             f"(validation.md lists them): {preflight.errors[0]}"), report=None)
     _check_job_size(context, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
     _check_quota(context, catalog, config, tenant, job, preflight.stats["estimated_gpu_hours"], store)
-    # How long the finetune run should hold its slot (sensors.stages tags it; preemption spares runs that are
-    # far along). The FLOP estimate is corrected by what the pool's recent trainings measured (startup
-    # included); both are recorded.
-    estimated_s = preflight.stats["estimated_gpu_hours"] * 3600 / pool.gpus_per_slot
-    calibration = pool_calibration(context.instance, pool_name)
-    expected_s = calibrated_seconds(estimated_s, calibration)
-    context.log.info(f"plan: expected {expected_s:.3g} s on {pool_name} (FLOP estimate {estimated_s:.3g} s, "
-                     f"calibrated on {len(calibration)} recent training(s) of the pool)")
+    estimated_s, expected_s, calibration = _expected_seconds(context, preflight.stats["estimated_gpu_hours"],
+                                                              pool_name, pool)
     # The time limit stays on the uncalibrated estimate: it is part of the spec, whose hash names the training
     # folder, and a value that moves whenever another job finishes would hide a retry's checkpoints.
     plan.spec.max_runtime_seconds = runtime_limit_seconds(estimated_s)

@@ -28,7 +28,7 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
                 artifacts: ArtifactStoreResource, landing: LandingZoneResource,
                 platform: PlatformResource, catalog: CatalogResource) -> Output[dict]:
     tenant, job = adapter["tenant"], adapter["job"]
-    run_dir = artifacts.layout().run_dir(tenant, job, context.run_id)
+    run_dir = artifacts.layout().run_dir(tenant, job, context.run.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     holdout_file = run_dir / "holdout.parquet"
     pl.read_parquet(adapter["examples_file"]).filter(pl.col("split") == "holdout").write_parquet(holdout_file)

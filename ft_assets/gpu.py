@@ -28,7 +28,7 @@ def run_on_pool(context: AssetExecutionContext, trainer: TrainerLauncherResource
     # The worker stops when this process dies, even under torchrun, whose workers are its grandchildren.
     trainer = trainer.model_copy(update={"env": {**trainer.env, WATCH_PID_ENV: str(os.getpid())}})
     leases = catalog.leases()
-    with leases.hold(pool_name, pool.slots * pool.gpus_per_slot, pool.gpus_per_slot, context.run_id,
+    with leases.hold(pool_name, pool.slots * pool.gpus_per_slot, pool.gpus_per_slot, context.run.run_id,
                      lambda lease: holder_is_dead(context.instance, lease)) as devices:
         visible = ",".join(str(d) for d in devices)
         context.log.info(f"leased device(s) {visible} of pool {pool_name}")

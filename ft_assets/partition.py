@@ -29,7 +29,7 @@ def publish(store: ObjectStore, tenant: str, job: str, name: str, text: str) -> 
 
 def record_outcome(context: AssetExecutionContext, reason: str, error_class: str | None = None) -> None:
     """Put the run's one-line outcome where the Runs list shows it, as a tag, the moment it is decided."""
-    context.instance.add_run_tags(context.run_id, {OUTCOME_TAG: outcome_tag_value(reason, error_class),
+    context.instance.add_run_tags(context.run.run_id, {OUTCOME_TAG: outcome_tag_value(reason, error_class),
                                                    **({ERROR_CLASS_TAG: error_class} if error_class else {})})
 
 

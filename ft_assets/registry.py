@@ -17,7 +17,7 @@ from ft_assets.checks import check_spec
 from ft_assets.partition import fail_on_input, publish, record_outcome
 from ft_assets.serving import refresh_serving_files
 from ftpipe.catalog.adapters import AdapterRecord, AdapterRegistry, now_utc
-from ftpipe.catalog.serving import check_adapter
+from ftpipe.catalog.serving import Compatibility, ServingProfile, check_adapter
 from ftpipe.evaluation.advice import TrainingSummary, advise
 from ftpipe.evaluation.gates import GateResult, evaluate_gates, gate_metrics, gates_markdown, parse_gates
 from ftpipe.evaluation.intervals import LEVEL
@@ -54,16 +54,7 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     """
     tenant, job = eval_report["tenant"], eval_report["job"]
     platform_config = platform.config()  # read once: gates, serving profile and webhook come from it
-    trained_on = eval_report["base_model"]
-    serving = check_adapter(eval_report["adapter_dir"], base_models.registry().resolve(trained_on["model_id"]),
-                            platform_config.serving, trained_on_digest=trained_on["digest"])
-    for problem in serving.problems:
-        context.log.warning(f"not servable: {problem}")
-    smoke = eval_report["eval"].get("smoke", {})
-    if not smoke.get("passed", False):
-        serving.problems.append("smoke generation failed: " + (
-            "the adapter does not change the base model's answers" if not smoke.get("differs")
-            else "the tuned model does not stop at the end-of-turn token"))
+    serving = _serving_check(context, eval_report, base_models, platform_config.serving)
     gates, advice = _quality_gates(eval_report, platform_config.evaluation.quality_gates)
     for line in advice:
         context.log.warning(f"advice: {line}")
@@ -85,27 +76,20 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     publish(landing.store(), tenant, job, "quality_gates.md", _gates_report(tenant, job, adapter_id, status,
                                                                             gates_md, serving.problems, advice))
     if existing is None:
-        metrics = {f"{r['task']}_{r['metric']}_{side}": r[side]
-                   for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
-        estimates = gate_metrics(eval_report["eval"])
-        for name in INTERVALS_KEPT:
-            if name in estimates:
-                e = estimates[name]
-                metrics |= {name: e.value, f"{name}_low": e.low, f"{name}_high": e.high}
         registry.register(AdapterRecord(
-            adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run_id,
+            adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run.run_id,
             base_model=eval_report["base_model"]["model_id"], base_digest=eval_report["base_model"]["digest"],
             dataset_digest=eval_report["dataset_digest"], config_hash=eval_report["spec_hash"],
-            method=eval_report["spec"]["method"], lora_rank=lora_rank, path=str(target), metrics=metrics,
-            status=status, created_at=now_utc(),
+            method=eval_report["spec"]["method"], lora_rank=lora_rank, path=str(target),
+            metrics=_recorded_metrics(eval_report), status=status, created_at=now_utc(),
         ))
         if status == "promoted":
             refresh_serving_files(catalog, artifacts)  # the fleet's --lora-modules list includes it from now on
         # Sent by a sensor once the run has ended (sensors/notifications.py), not from here: a slow endpoint
         # must not hold the run's slot.
-        write_notice(artifacts.layout().run_dir(tenant, job, context.run_id),
+        write_notice(artifacts.layout().run_dir(tenant, job, context.run.run_id),
                      "job.succeeded" if status == "promoted" else "job.gate_failed", {
-            "job": job, "run_id": context.run_id, "adapter_id": adapter_id, "status": status,
+            "job": job, "run_id": context.run.run_id, "adapter_id": adapter_id, "status": status,
             "gates": [g.to_dict() for g in gates], "serving_problems": serving.problems, "advice": advice,
             "reports": [results_key(tenant, job, name) for name in ("eval_report.md", "quality_gates.md")],
         })
@@ -133,6 +117,35 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
         metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),
                   "vllm_lora_module": f"{adapter_id}={target}", "lora_rank": lora_rank},
     )
+
+
+def _serving_check(context: AssetExecutionContext, eval_report: dict, base_models: BaseModelsResource,
+                   serving_profile: ServingProfile) -> Compatibility:
+    """Whether the serving fleet can load the adapter on its base model, and whether the smoke generation showed
+    it answering (changed answers that stop at the end of the turn)."""
+    trained_on = eval_report["base_model"]
+    serving = check_adapter(eval_report["adapter_dir"], base_models.registry().resolve(trained_on["model_id"]),
+                            serving_profile, trained_on_digest=trained_on["digest"])
+    for problem in serving.problems:
+        context.log.warning(f"not servable: {problem}")
+    smoke = eval_report["eval"].get("smoke", {})
+    if not smoke.get("passed", False):
+        serving.problems.append("smoke generation failed: " + (
+            "the adapter does not change the base model's answers" if not smoke.get("differs")
+            else "the tuned model does not stop at the end-of-turn token"))
+    return serving
+
+
+def _recorded_metrics(eval_report: dict) -> dict[str, float]:
+    """The catalog's metrics: every score of the base and the tuned model, and the gated estimates' intervals."""
+    metrics = {f"{r['task']}_{r['metric']}_{side}": r[side]
+               for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
+    estimates = gate_metrics(eval_report["eval"])
+    for name in INTERVALS_KEPT:
+        if name in estimates:
+            e = estimates[name]
+            metrics |= {name: e.value, f"{name}_low": e.low, f"{name}_high": e.high}
+    return metrics
 
 
 def _shown(result: GateResult) -> str:

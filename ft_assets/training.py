@@ -35,7 +35,7 @@ from resources import (
 
 def _unreported_outcome(context: AssetExecutionContext) -> str:
     """A trainer stopped by preemption may not get to report before the run worker is interrupted."""
-    run = context.instance.get_run_by_id(context.run_id)
+    run = context.instance.get_run_by_id(context.run.run_id)
     return INTERRUPTED if run is not None and PREEMPTED_TAG in run.tags else LOST
 
 
@@ -55,18 +55,7 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     finished = completed_training(spec)
     if finished is not None:
-        context.log.info(f"reusing the finished training in {spec.output_dir} ({finished['steps']} steps): "
-                         "no trainer launched, nothing metered")
-        with tempfile.TemporaryDirectory() as tmp:  # drawn again from the record: the folder may be read-only
-            curve = as_markdown(curve_from_record(finished, Path(tmp) / "loss_curve.png"))
-        return Output(
-            {**tokenized_dataset, "adapter_dir": f"{spec.output_dir}/adapter", "spec": spec.to_dict(),
-             "spec_hash": spec_hash, "training": finished},
-            metadata={"reused_training": True, "steps": finished["steps"],
-                      "final_loss": _sig(finished["final_loss"], 4), **validation_metadata(finished),
-                      "loss_curve": MetadataValue.md(curve),
-                      "spec": MetadataValue.json(spec.to_dict()), "gpu_seconds": 0.0, "billed": False},
-        )
+        return _reused_training(context, tokenized_dataset, spec, spec_hash, finished)
     context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
     pool_name = tokenized_dataset["pool"]
     pool = platform.config().pools[pool_name]
@@ -84,13 +73,47 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     finally:
         # Metered however the trainer ended, even when the run is being terminated around it.
         usage = UsageRecord.measure(
-            context.run_id, tenant, job, int(context.run.tags.get(ATTEMPT_TAG, "1")), pool_name, pool.gpus_per_slot,
+            context.run.run_id, tenant, job, int(context.run.tags.get(ATTEMPT_TAG, "1")), pool_name, pool.gpus_per_slot,
             pool.price_per_gpu_hour, started, now_utc(), ending.get("outcome") or _unreported_outcome(context),
             ending.get("error_class"), ending.get("message") or ending.get("stop_reason")
             or "the trainer process ended without reporting how (killed, or its node lost)")
         catalog.ledger().record(usage)
         context.log.info(f"metered {usage.gpu_seconds:.1f} GPU-seconds on {pool_name}: {usage.category}"
                          f" ({'billed' if usage.billable else 'refunded'})")
+    _fail_unless_completed(ending, landing, tenant, job)
+    reported = invocation.get_materialize_result().metadata or {}
+    adapter_dir = f"{spec.output_dir}/adapter"
+    training = json.loads((Path(spec.output_dir) / TRAINING_RESULT).read_text())
+    return Output(
+        {**tokenized_dataset, "adapter_dir": adapter_dir, "spec": spec.to_dict(), "spec_hash": spec_hash,
+         "training": training},
+        metadata={**reported, "spec": MetadataValue.json(spec.to_dict()), "reused_training": False,
+                  "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable,
+                  **_pace(tokenized_dataset["base_model"]["num_parameters"], pool_name, pool, training,
+                          tokenized_dataset.get("expected_seconds"))},
+    )
+
+
+def _reused_training(context: AssetExecutionContext, tokenized_dataset: dict, spec: TrainJobSpec, spec_hash: str,
+                     finished: dict) -> Output[dict]:
+    """The output of a training that completed before, read back from its record: no trainer, no bill."""
+    context.log.info(f"reusing the finished training in {spec.output_dir} ({finished['steps']} steps): "
+                     "no trainer launched, nothing metered")
+    with tempfile.TemporaryDirectory() as tmp:  # drawn again from the record: the folder may be read-only
+        curve = as_markdown(curve_from_record(finished, Path(tmp) / "loss_curve.png"))
+    return Output(
+        {**tokenized_dataset, "adapter_dir": f"{spec.output_dir}/adapter", "spec": spec.to_dict(),
+         "spec_hash": spec_hash, "training": finished},
+        metadata={"reused_training": True, "steps": finished["steps"],
+                  "final_loss": _sig(finished["final_loss"], 4), **validation_metadata(finished),
+                  "loss_curve": MetadataValue.md(curve),
+                  "spec": MetadataValue.json(spec.to_dict()), "gpu_seconds": 0.0, "billed": False},
+    )
+
+
+def _fail_unless_completed(ending: dict, landing: LandingZoneResource, tenant: str, job: str) -> None:
+    """The step's failure for a trainer that did not complete: a failed training as the trainer classed it (with
+    its advice in the tenant's results, never retried), a stopped or silent one as the platform's (resumed)."""
     outcome = ending.get("outcome")
     if outcome == "failed":
         report = "\n".join([ending["message"], *(f"- {line}" for line in ending["advice"])])
@@ -106,17 +129,6 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
     if outcome != "completed":
         raise Failure(description="the trainer process ended without saying how",
                       metadata={ERROR_CLASS_KEY: PLATFORM_ERROR})
-    reported = invocation.get_materialize_result().metadata or {}
-    adapter_dir = f"{spec.output_dir}/adapter"
-    training = json.loads((Path(spec.output_dir) / TRAINING_RESULT).read_text())
-    return Output(
-        {**tokenized_dataset, "adapter_dir": adapter_dir, "spec": spec.to_dict(), "spec_hash": spec_hash,
-         "training": training},
-        metadata={**reported, "spec": MetadataValue.json(spec.to_dict()), "reused_training": False,
-                  "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable,
-                  **_pace(tokenized_dataset["base_model"]["num_parameters"], pool_name, pool, training,
-                          tokenized_dataset.get("expected_seconds"))},
-    )
 
 
 def _exit_status(exc: Exception) -> str:

@@ -45,25 +45,9 @@ def platform_file(tmp_path) -> Path:
 
 @pytest.fixture
 def local_resources(tmp_path, platform_file) -> dict:
-    from resources import (
-        ArtifactStoreResource,
-        BaseModelsResource,
-        CatalogResource,
-        LandingZoneResource,
-        PlatformResource,
-        TenantIOManager,
-        TrainerLauncherResource,
-    )
+    from tests.helpers.resources import local_resources_at
 
-    return {
-        "landing": LandingZoneResource(url=str(tmp_path / "landing")),
-        "artifacts": ArtifactStoreResource(root=str(tmp_path / "artifacts")),
-        "io_manager": TenantIOManager(root=str(tmp_path / "artifacts")),
-        "base_models": BaseModelsResource(cache_dir=os.environ["FTPIPE_MODEL_CACHE"]),
-        "catalog": CatalogResource(location=str(tmp_path / "catalog.duckdb")),
-        "platform": PlatformResource(tenants_file=str(platform_file)),
-        "trainer": TrainerLauncherResource(),
-    }
+    return local_resources_at(tmp_path, platform_file)
 
 
 @pytest.fixture
