@@ -79,7 +79,7 @@ def test_a_runs_gpu_process_is_pinned_to_its_leased_devices_and_the_lease_ends_w
         pool = platform.config().pools["quad"]
         invocation = run_on_pool(context, trainer, catalog, "quad", pool, "tests.helpers.report_devices",
                                  extras={"hold_s": 0.1}, processes=1)
-        seen[context.run_id] = invocation.get_custom_messages()[0]
+        seen[context.run.run_id] = invocation.get_custom_messages()[0]
         return MaterializeResult()
 
     resources = {"trainer": TrainerLauncherResource(), "catalog": catalog,

@@ -141,7 +141,7 @@ def _confirmed(candidates: np.ndarray, examples: Iterable[pl.DataFrame]) -> list
     confirmed, offset = [], 0
     for frame in examples:
         valid = frame.filter(VALID_ROWS)
-        rows = valid.with_row_index("_row", offset=offset).filter(pl.col("_row").is_in(wanted))
+        rows = valid.with_row_index("_row", offset=offset).filter(pl.col("_row").is_in(wanted.implode()))
         offset += valid.height
         for row, text in with_text(rows).select("_row", "text").iter_rows():
             earlier = earlier_of.get(row, ())
