@@ -30,7 +30,7 @@ from ftpipe.catalog.vllm import rewrite_from_registry
 from ftpipe.objectstore import ObjectStore
 from partitions.keys import SEPARATOR, validate_name
 from partitions.run_tags import TENANT_TAG
-from partitions.tenant_jobs import TENANT_JOBS
+from partitions.tenant_jobs import TENANT_JOBS_PARTITIONS
 
 UNFINISHED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
               DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
@@ -83,9 +83,9 @@ def delete_tenant(tenant: str, instance: DagsterInstance, store: ObjectStore, la
     if tenant_dir.exists():
         report.artifact_files = sum(1 for p in tenant_dir.rglob("*") if p.is_file())
         shutil.rmtree(tenant_dir)
-    for key in instance.get_dynamic_partitions(TENANT_JOBS):
+    for key in instance.get_dynamic_partitions(TENANT_JOBS_PARTITIONS):
         if key.startswith(f"{tenant}{SEPARATOR}"):
-            instance.delete_dynamic_partition(TENANT_JOBS, key)
+            instance.delete_dynamic_partition(TENANT_JOBS_PARTITIONS, key)
             report.partitions.append(key)
     for run in runs:
         instance.delete_run(run.run_id)  # the run and its event log

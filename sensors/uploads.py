@@ -79,7 +79,7 @@ from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import FILE, ObjectInfo, ObjectStore, ObjectTooLarge, UnsafeObject
 from partitions.keys import InvalidName, parse_partition_key, partition_key, validate_name
 from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, run_tags
-from partitions.tenant_jobs import TENANT_JOBS, tenant_jobs_partitions
+from partitions.tenant_jobs import TENANT_JOBS_PARTITIONS, tenant_jobs_partitions
 from resources import (
     BaseModelsResource,
     CatalogResource,
@@ -105,7 +105,7 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
     store = landing.store()
     config = platform.config()
     registry = base_models.registry()
-    known = set(context.instance.get_dynamic_partitions(TENANT_JOBS))
+    known = set(context.instance.get_dynamic_partitions(TENANT_JOBS_PARTITIONS))
     seen, positions = _load_cursor(context.cursor)
     new_keys: list[str] = []
     requests: list[RunRequest] = []

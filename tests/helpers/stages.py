@@ -14,7 +14,6 @@ from sensors.stages import queue_finetune_runs
 class StagedResult:
     """The results of the stages that ran, read as one (the last decides success and the run)."""
     results: list
-    request: RunRequest | None = None
 
     @property
     def success(self) -> bool:
@@ -53,4 +52,4 @@ def execute_stages(defs, instance: DagsterInstance, partition_key: str, tags: di
     assert isinstance(request, RunRequest), request
     finetune = defs.resolve_job_def("finetune").execute_in_process(
         instance=instance, partition_key=request.partition_key, raise_on_error=False, tags=request.tags)
-    return StagedResult([prepare, finetune], request)
+    return StagedResult([prepare, finetune])
