@@ -17,7 +17,7 @@ from ft_assets.checks import check_spec, warning_check_results, warning_check_sp
 from ft_assets.partition import fail_on_input, publish, tenant_job
 from ft_assets.training import pool_calibration
 from ftpipe.admission import serving_problems
-from ftpipe.basemodel.registry import BaseModelNotFound
+from ftpipe.basemodel.registry import BaseModelNotFound, ResolvedBaseModel
 from ftpipe.catalog.adapters import now_utc
 from ftpipe.data.columns import ColumnMapping
 from ftpipe.data.pipeline import (
@@ -34,11 +34,12 @@ from ftpipe.data.report import report_json, report_markdown
 from ftpipe.data.tokenize import TemplateSpansMismatch
 from ftpipe.digests import combine, file_sha256
 from ftpipe.landing import job_file_key, manifest_key
-from ftpipe.manifest import MAX_MANIFEST_BYTES, JobManifest, ManifestError, parse_manifest
+from ftpipe.manifest import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
 from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import ObjectTooLarge, UnsafeObject
-from ftpipe.tenants import PlatformConfig
+from ftpipe.records import RawDataset, TokenizedDataset, ValidatedDataset
+from ftpipe.tenants import PlatformConfig, PoolConfig
 from ftpipe.training.autoconfig import DoesNotFit
 from ftpipe.training.cost import (
     RUNTIME_GRACE_SECONDS,
@@ -88,7 +89,7 @@ def _check_quota(context: AssetExecutionContext, catalog: CatalogResource, confi
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="dataset", kinds={"polars"})
 def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, artifacts: ArtifactStoreResource,
-                platform: PlatformResource) -> Output[dict]:
+                platform: PlatformResource) -> Output[RawDataset]:
     """The tenant's manifest and data files, copied into an immutable content-addressed snapshot."""
     tenant, job = tenant_job(context)
     store = landing.store()
@@ -122,10 +123,8 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, ar
             target = snapshot / p.name
             if not target.exists():
                 p.replace(target)
-    value = {
-        "tenant": tenant, "job": job, "manifest": manifest.model_dump(), "dataset_digest": digest,
-        "files": {role: str(snapshot / name) for role, name in files.items()},
-    }
+    value = RawDataset(tenant=tenant, job=job, manifest=manifest, dataset_digest=digest,
+                       files={role: str(snapshot / name) for role, name in files.items()})
     return Output(value, metadata={
         "dataset_digest": digest,
         "files": MetadataValue.json(files),
@@ -140,18 +139,17 @@ def raw_dataset(context: AssetExecutionContext, landing: LandingZoneResource, ar
                             description="pandera model of the normalized examples; errors block training")]
     + warning_check_specs("validated_dataset", WARNING_KINDS),
 )
-def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing: LandingZoneResource,
+def validated_dataset(context: AssetExecutionContext, raw_dataset: RawDataset, landing: LandingZoneResource,
                       artifacts: ArtifactStoreResource, platform: PlatformResource):
     """Every record normalized to chat messages, split train/holdout by content hash, checked by pandera."""
-    tenant, job = raw_dataset["tenant"], raw_dataset["job"]
-    manifest = raw_dataset["manifest"]
+    tenant, job, manifest = raw_dataset.tenant, raw_dataset.job, raw_dataset.manifest
     store = landing.store()
     out_dir = artifacts.layout().job_dir(tenant, job) / "validated"
     out_dir.mkdir(parents=True, exist_ok=True)
     mapping = ColumnMapping.from_manifest(manifest)
     # The same upload read under another columns: mapping is another dataset.
     suffix = f"-{mapping.digest()[:8]}" if mapping else ""
-    out_file = out_dir / f"{raw_dataset['dataset_digest'][:16]}{suffix}.parquet"
+    out_file = out_dir / f"{raw_dataset.dataset_digest[:16]}{suffix}.parquet"
 
     logged = 0
 
@@ -162,9 +160,9 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
             context.log.info(f"validation: read and checked {rows:,} records")
 
     try:
-        check = validate_to_parquet(raw_dataset["files"], manifest["holdout_fraction"], out_file,
-                                    manifest["min_examples"], platform.config().tier_of(tenant).max_examples,
-                                    manifest["objective"], progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES,
+        check = validate_to_parquet(raw_dataset.files, manifest.holdout_fraction, out_file,
+                                    manifest.min_examples, platform.config().tier_of(tenant).max_examples,
+                                    manifest.objective, progress=progress, min_holdout=MIN_HOLDOUT_EXAMPLES,
                                     mapping=mapping)
     except UnsupportedFormat as exc:
         raise fail_on_input(context, store, tenant, job, str(exc)) from None
@@ -195,24 +193,24 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: dict, landing
             f"validation found {outcome.n_errors:,} error(s) in the upload (validation.md lists them): {first}"),
             report=None)
     yield Output(
-        {**raw_dataset, "examples_file": str(out_file), "check": check},
+        ValidatedDataset(**dict(raw_dataset), examples_file=str(out_file), check=check),
         metadata={**check.stats, "errors": outcome.n_errors,
                   "warnings": sum(w.count for w in check.warnings),
                   "report": MetadataValue.md(report_md), "report_key": report_key},
     )
 
 
-def _tokenized_cache(context: AssetExecutionContext, validated_dataset: dict, base, artifacts: ArtifactStoreResource,
-                     store, max_len: int) -> tuple[Path, Path, str, bool]:
+def _tokenized_cache(context: AssetExecutionContext, validated_dataset: ValidatedDataset, base: ResolvedBaseModel,
+                     artifacts: ArtifactStoreResource, store, max_len: int) -> tuple[Path, Path, str, bool]:
     """The train and held-out splits in the tenant's tokenized cache, tokenized now unless the same content
     through the same tokenizer and template is there already: (train file, held-out file, cache key, hit)."""
     from transformers import AutoTokenizer
 
-    tenant, job, manifest = validated_dataset["tenant"], validated_dataset["job"], validated_dataset["manifest"]
+    tenant, job, manifest = validated_dataset.tenant, validated_dataset.job, validated_dataset.manifest
     # Packing happens when training reads the cache, so packed and unpacked jobs share one entry.
     mapping = ColumnMapping.from_manifest(manifest)
-    cache_key = combine(validated_dataset["dataset_digest"], manifest["holdout_fraction"], base.tokenizer_digest,
-                        base.chat_template_digest, max_len, manifest["objective"],
+    cache_key = combine(validated_dataset.dataset_digest, manifest.holdout_fraction, base.tokenizer_digest,
+                        base.chat_template_digest, max_len, manifest.objective,
                         *([mapping.digest()] if mapping else []))
     cache_file = artifacts.layout().tokenized_cache(tenant, cache_key)
     holdout_file = artifacts.layout().tokenized_holdout_cache(tenant, cache_key)
@@ -228,27 +226,28 @@ def _tokenized_cache(context: AssetExecutionContext, validated_dataset: dict, ba
 
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     try:
-        tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset["examples_file"],
-                            cache_file, max_len, manifest["objective"], progress, eval_file=holdout_file)
+        tokenize_to_parquet(AutoTokenizer.from_pretrained(base.path), validated_dataset.examples_file,
+                            cache_file, max_len, manifest.objective, progress, eval_file=holdout_file)
     except TemplateRefused as exc:
         raise fail_on_input(context, store, tenant, job,
-                            f"{exc}; the base model {manifest['base_model']} cannot train on it as it is") from None
+                            f"{exc}; the base model {manifest.base_model} cannot train on it as it is") from None
     except TemplateSpansMismatch as exc:
         raise fail_on_input(context, store, tenant, job, f"messages[].weight: {exc}; the base model "
-                            f"{manifest['base_model']} cannot honour message weights, remove them") from None
+                            f"{manifest.base_model} cannot honour message weights, remove them") from None
     return cache_file, holdout_file, cache_key, False
 
 
-def _plan_and_preflight(context: AssetExecutionContext, store, validated_dataset: dict, base, cache_file: Path,
-                        holdout_file: Path, max_len: int, pool_name: str, pool):
+def _plan_and_preflight(context: AssetExecutionContext, store, validated_dataset: ValidatedDataset,
+                        base: ResolvedBaseModel, cache_file: Path, holdout_file: Path, max_len: int, pool_name: str,
+                        pool: PoolConfig):
     """The training plan for the pool (automatic hyperparameters, the memory estimate) and the pre-flight over
     the cache's token counts (statistics, too-long examples, the cost), read without loading the token ids."""
-    tenant, job, manifest = validated_dataset["tenant"], validated_dataset["job"], validated_dataset["manifest"]
+    tenant, job, manifest = validated_dataset.tenant, validated_dataset.job, validated_dataset.manifest
     stats_table = pl.read_parquet(cache_file, columns=PREFLIGHT_COLUMNS)
     try:
         # The ignore: polars types max() as any Python literal; of the integer n_tokens column it is an int.
-        plan = plan_training(base.path, base.num_parameters, manifest["method"], manifest["objective"],
-                             manifest["hyperparameters"], str(cache_file), stats_table.height,
+        plan = plan_training(base.path, base.num_parameters, manifest.method, manifest.objective,
+                             manifest.hyperparameters, str(cache_file), stats_table.height,
                              int(stats_table["n_tokens"].max() or 0), pool,  # type: ignore[arg-type]
                              eval_file=str(holdout_file))
     except DoesNotFit as exc:
@@ -263,7 +262,7 @@ def _plan_and_preflight(context: AssetExecutionContext, store, validated_dataset
 
 
 def _expected_seconds(context: AssetExecutionContext, estimated_gpu_hours: float, pool_name: str,
-                      pool) -> tuple[float, float, list]:
+                      pool: PoolConfig) -> tuple[float, float, list]:
     """How long the finetune run should hold its slot (sensors.stages tags it; preemption spares runs that are
     far along): (the FLOP estimate, that estimate corrected by what the pool's recent trainings measured,
     startup included, and those trainings' figures)."""
@@ -281,7 +280,8 @@ def _expected_seconds(context: AssetExecutionContext, estimated_gpu_hours: float
                             description="every example fits max_seq_len after the chat template")]
     + warning_check_specs("tokenized_dataset", PREFLIGHT_WARNING_KINDS),
 )
-def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, base_models: BaseModelsResource,
+def tokenized_dataset(context: AssetExecutionContext, validated_dataset: ValidatedDataset,
+                      base_models: BaseModelsResource,
                       artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource,
                       catalog: CatalogResource):
     """The train split rendered through the base model's chat template with assistant masks, cached by content,
@@ -289,20 +289,18 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
 
     The same table is the pre-flight: its token counts give the statistics, errors and cost estimate.
     """
-    tenant, job = validated_dataset["tenant"], validated_dataset["job"]
-    manifest = validated_dataset["manifest"]
+    tenant, job, manifest = validated_dataset.tenant, validated_dataset.job, validated_dataset.manifest
     store = landing.store()
     try:
-        base = base_models.registry().resolve(manifest["base_model"])
+        base = base_models.registry().resolve(manifest.base_model)
     except BaseModelNotFound as exc:
         raise fail_on_input(context, store, tenant, job, f"manifest.yaml: field 'base_model': {exc}") from None
     config = platform.config()
     # Admission checked these already; a run launched by hand from the UI did not pass through it.
-    unservable = serving_problems(JobManifest.model_validate(manifest), config.serving, "manifest.yaml")
+    unservable = serving_problems(manifest, config.serving, "manifest.yaml")
     if unservable:
         raise fail_on_input(context, store, tenant, job, "; ".join(unservable))
-    hyperparameters = manifest["hyperparameters"]
-    max_len = int(hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
+    max_len = int(manifest.hyperparameters.get("max_seq_len", TrainJobSpec.max_seq_len))
     cache_file, holdout_file, cache_key, hit = _tokenized_cache(context, validated_dataset, base, artifacts, store,
                                                                 max_len)
     # The pool admission routed the job to; a hand launch of every asset at once holds it from the start.
@@ -311,7 +309,7 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
     plan, preflight = _plan_and_preflight(context, store, validated_dataset, base, cache_file, holdout_file, max_len,
                                           pool_name, pool)
 
-    check = validated_dataset["check"]
+    check = validated_dataset.check
     report_md = report_markdown(check, f"{tenant}/{job}", preflight)
     publish(store, tenant, job, "validation.md", report_md)
     publish(store, tenant, job, "validation.json", report_json(check, preflight))
@@ -338,9 +336,9 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: dict, b
                      f"{RUNTIME_HEADROOM:g} + {RUNTIME_GRACE_SECONDS:g} s)")
 
     yield Output(
-        {**validated_dataset, "tokenized_file": str(cache_file), "base_model": base.__dict__,
-         "spec": plan.spec.to_dict(), "pool": pool_name, "expected_seconds": expected_s,
-         "data_warnings": {w.kind: w.count for w in [*check.warnings, *preflight.warnings]}},
+        TokenizedDataset(**dict(validated_dataset), tokenized_file=str(cache_file), base_model=base,
+                         spec=plan.spec.to_dict(), pool=pool_name, expected_seconds=expected_s,
+                         data_warnings={w.kind: w.count for w in [*check.warnings, *preflight.warnings]}),
         metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
                   "pool": pool_name, "estimated_seconds": float(f"{estimated_s:.3g}"),
                   "expected_seconds": float(f"{expected_s:.3g}"),

@@ -10,6 +10,7 @@ from dagster import AssetExecutionContext, MarkdownMetadataValue, MetadataValue,
 from ft_assets.gpu import run_on_pool
 from ft_assets.partition import publish
 from ftpipe.landing import results_key
+from ftpipe.records import EvaluatedAdapter, TrainedAdapter
 from ftpipe.training.plots import as_markdown, curve_from_record
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
@@ -24,20 +25,20 @@ CURVE_FILE = "loss_curve.png"
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="evaluation", kinds={"lm-eval"})
-def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerLauncherResource,
+def eval_report(context: AssetExecutionContext, adapter: TrainedAdapter, trainer: TrainerLauncherResource,
                 artifacts: ArtifactStoreResource, landing: LandingZoneResource,
-                platform: PlatformResource, catalog: CatalogResource) -> Output[dict]:
-    tenant, job = adapter["tenant"], adapter["job"]
+                platform: PlatformResource, catalog: CatalogResource) -> Output[EvaluatedAdapter]:
+    tenant, job = adapter.tenant, adapter.job
     run_dir = artifacts.layout().run_dir(tenant, job, context.run.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     holdout_file = run_dir / "holdout.parquet"
-    pl.read_parquet(adapter["examples_file"]).filter(pl.col("split") == "holdout").write_parquet(holdout_file)
+    pl.read_parquet(adapter.examples_file).filter(pl.col("split") == "holdout").write_parquet(holdout_file)
     config = platform.config()
-    invocation = run_on_pool(context, trainer, catalog, adapter["pool"], config.pools[adapter["pool"]],
+    invocation = run_on_pool(context, trainer, catalog, adapter.pool, config.pools[adapter.pool],
                              "ftpipe.evaluation.pipes_main", extras={
-        "base_model_path": adapter["base_model"]["path"], "adapter_dir": adapter["adapter_dir"],
+        "base_model_path": adapter.base_model.path, "adapter_dir": adapter.adapter_dir,
         "holdout_file": str(holdout_file), "work_dir": str(run_dir / "eval"),
-        "objective": adapter["spec"]["objective"], "golden_set": config.evaluation.golden_set,
+        "objective": adapter.spec["objective"], "golden_set": config.evaluation.golden_set,
     }, processes=1)
     reported = dict(invocation.get_materialize_result().metadata or {})
     report = json.loads((Path(run_dir) / "eval" / "eval_report.json").read_text())
@@ -46,20 +47,20 @@ def eval_report(context: AssetExecutionContext, adapter: dict, trainer: TrainerL
     table = cast(MarkdownMetadataValue, reported["report"]).value if "report" in reported else ""
     store = landing.store()
     # The curves beside the scores: a validation loss that turned up shows overfitting before any score does.
-    curve = curve_from_record(adapter["training"], run_dir / CURVE_FILE)
+    curve = curve_from_record(adapter.training, run_dir / CURVE_FILE)
     store.write_bytes(results_key(tenant, job, CURVE_FILE), curve.read_bytes(), overwrite=True)
-    summary = "".join(f"- {line}\n" for line in [*report.get("summary", []), *_training_summary(adapter["training"])])
+    summary = "".join(f"- {line}\n" for line in [*report.get("summary", []), *_training_summary(adapter.training)])
     publish(store, tenant, job, "eval_report.md",
-            f"# Evaluation of {tenant}/{job}\n\nBase model `{adapter['base_model']['model_id']}` vs the tuned "
+            f"# Evaluation of {tenant}/{job}\n\nBase model `{adapter.base_model.model_id}` vs the tuned "
             f"adapter on {report['n_holdout']} held-out examples and the platform's golden set of "
             f"{report['n_golden']} general questions (`{report['golden_set_digest'][:12]}`). Intervals are "
             f"{report['confidence_level']:.0%} intervals from resampling the examples, the two models in pairs."
             f"\n\n{summary}\n{table}\n\n![training and validation loss]({CURVE_FILE})\n")
     # The tenant's copy names the base model by id and holds no platform paths.
     published = {**{k: v for k, v in report.items() if k != "adapter_dir"},
-                 "base_model": adapter["base_model"]["model_id"]}
+                 "base_model": adapter.base_model.model_id}
     publish(store, tenant, job, "eval_report.json", json.dumps(published, indent=2))
-    return Output({**adapter, "eval": report}, metadata={
+    return Output(EvaluatedAdapter(**dict(adapter), eval=report), metadata={
         **reported, "report": MetadataValue.md(table), "golden_set_digest": report["golden_set_digest"],
         "n_golden": report["n_golden"], "loss_curve": MetadataValue.md(as_markdown(curve))})
 

@@ -2,8 +2,7 @@
 
 import os
 
-from dagster import AssetExecutionContext, DagsterInstance
-from dagster._core.pipes.client import PipesClientCompletedInvocation
+from dagster import AssetExecutionContext, DagsterInstance, PipesClientCompletedInvocation
 
 from ftpipe.launch.command import WATCH_PID_ENV
 from ftpipe.leases import Lease, process_is_gone

@@ -18,13 +18,16 @@ from dagster import (
     MetadataValue,
     RunRequest,
     ScheduleEvaluationContext,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     asset,
     define_asset_job,
     schedule,
 )
 
 from ft_assets.gpu import run_on_pool
-from ftpipe.evaluation.reeval import GoldenRun, compare_with_registration, reevaluation_markdown
+from ftpipe.evaluation.reeval import GoldenRun, Reevaluation, compare_with_registration
 from partitions.run_tags import POOL_TAG
 from resources import (
     ArtifactStoreResource,
@@ -33,6 +36,14 @@ from resources import (
     PlatformResource,
     TrainerLauncherResource,
 )
+
+REEVALUATION_SCHEMA = TableSchema(columns=[
+    TableColumn("adapter_id", "string"), TableColumn("tenant", "string"), TableColumn("base_model", "string"),
+    TableColumn("exact_match_base", "float"), TableColumn("exact_match_tuned", "float", description="tonight"),
+    TableColumn("registered_exact_match_tuned", "float", description="when it was registered"),
+    TableColumn("regression", "float", description="golden exact match the adapter loses against its base, tonight"),
+    TableColumn("regression_low", "float"), TableColumn("regression_high", "float"),
+    TableColumn("holds_up", "bool")])
 
 
 @asset(group_name="monitoring", kinds={"lm-eval"},
@@ -75,14 +86,25 @@ def golden_reevaluation(context: AssetExecutionContext, catalog: CatalogResource
     flagged = [r for r in results if not r.holds_up]
     for r in flagged:
         context.log.warning(f"{r.adapter_id} ({r.tenant}): {'; '.join(r.findings)}")
-    table = reevaluation_markdown(results, digest) if results else "no promoted adapters"
     return MaterializeResult(
-        metadata={"adapters": len(results), "flagged": len(flagged), "report": MetadataValue.md(table)},
+        metadata={"adapters": len(results), "flagged": len(flagged), "dagster/row_count": len(results),
+                  "golden_set_digest": digest, "report": _reevaluation_table(results),
+                  "findings": MetadataValue.md("\n".join(f"- {r.adapter_id}: {f}" for r in flagged for f in r.findings)
+                                               or "none")},
         check_results=[AssetCheckResult(
             check_name="promoted_adapters_hold_up", passed=not flagged, severity=AssetCheckSeverity.WARN,
             description="; ".join(f"{r.adapter_id}: {f}" for r in flagged for f in r.findings)[:2000] or None,
             metadata={"flagged": MetadataValue.json([r.adapter_id for r in flagged])})],
     )
+
+
+def _reevaluation_table(results: list[Reevaluation]) -> MetadataValue:
+    return MetadataValue.table([TableRecord({
+        "adapter_id": r.adapter_id, "tenant": r.tenant, "base_model": r.base_model,
+        "exact_match_base": r.exact_match_base, "exact_match_tuned": r.exact_match_tuned,
+        "registered_exact_match_tuned": r.registered_exact_match_tuned, "regression": r.regression,
+        "regression_low": r.regression_interval[0], "regression_high": r.regression_interval[1],
+        "holds_up": r.holds_up}) for r in results], schema=REEVALUATION_SCHEMA)
 
 
 golden_reevaluation_job = define_asset_job("golden_reevaluation_nightly", selection=[golden_reevaluation])

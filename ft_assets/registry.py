@@ -10,6 +10,9 @@ from dagster import (
     AssetExecutionContext,
     MetadataValue,
     Output,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     asset,
 )
 
@@ -23,6 +26,7 @@ from ftpipe.evaluation.gates import GateResult, evaluate_gates, gate_metrics, ga
 from ftpipe.evaluation.intervals import LEVEL
 from ftpipe.landing import results_key
 from ftpipe.notify.outbox import write_notice
+from ftpipe.records import EvaluatedAdapter, RegisteredAdapter
 from partitions.tenant_jobs import tenant_jobs_partitions
 from resources import (
     ArtifactStoreResource,
@@ -35,6 +39,11 @@ from resources import (
 SERVED_FILES = ("adapter_config.json", "adapter_model.safetensors")
 INTERVALS_KEPT = ("holdout_delta", "golden_exact_match_delta", "golden_perplexity_ratio")
 """Metrics recorded in the catalog with their intervals, beside every score's base and tuned values."""
+GATES_SCHEMA = TableSchema(columns=[
+    TableColumn("gate", "string"), TableColumn("source", "string", description="the platform's or the manifest's"),
+    TableColumn("value", "float"), TableColumn("low", "float", description=f"of the {LEVEL:.0%} interval"),
+    TableColumn("high", "float", description=f"of the {LEVEL:.0%} interval"),
+    TableColumn("verdict", "string"), TableColumn("passed", "bool")])
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="registry", kinds={"sql"},
@@ -42,7 +51,7 @@ INTERVALS_KEPT = ("holdout_delta", "golden_exact_match_delta", "golden_perplexit
                                description="the platform's and the manifest's quality gates on the evaluation"),
                     check_spec("serving_compatible", "registered_adapter", blocking=True,
                                description="the serving fleet (vLLM) can load this adapter on its base model")])
-def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalog: CatalogResource,
+def registered_adapter(context: AssetExecutionContext, eval_report: EvaluatedAdapter, catalog: CatalogResource,
                        artifacts: ArtifactStoreResource, base_models: BaseModelsResource,
                        platform: PlatformResource, landing: LandingZoneResource):
     """Promoted when it passes its quality gates and the serving fleet can load it; otherwise registered as a
@@ -52,7 +61,7 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     servable adapter, the partition shows failed at this stage, and the failure sensor reads the reason as
     the tenant's, so no retry. A run that resumed a finished training registers nothing new.
     """
-    tenant, job = eval_report["tenant"], eval_report["job"]
+    tenant, job = eval_report.tenant, eval_report.job
     platform_config = platform.config()  # read once: gates, serving profile and webhook come from it
     serving = _serving_check(context, eval_report, base_models, platform_config.serving)
     gates, advice = _quality_gates(eval_report, platform_config.evaluation.quality_gates)
@@ -62,7 +71,7 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     status = "promoted" if gates_passed and serving.compatible else "draft"
 
     registry = catalog.adapters()
-    existing = registry.for_training(tenant, job, eval_report["spec_hash"], eval_report["dataset_digest"])
+    existing = registry.for_training(tenant, job, eval_report.spec_hash, eval_report.dataset_digest)
     if existing is not None:
         adapter_id, target, status = existing.adapter_id, Path(existing.path), existing.status
         context.log.info(f"this training is registered already, as {adapter_id} ({status}); nothing new is "
@@ -78,9 +87,9 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     if existing is None:
         registry.register(AdapterRecord(
             adapter_id=adapter_id, tenant=tenant, job=job, run_id=context.run.run_id,
-            base_model=eval_report["base_model"]["model_id"], base_digest=eval_report["base_model"]["digest"],
-            dataset_digest=eval_report["dataset_digest"], config_hash=eval_report["spec_hash"],
-            method=eval_report["spec"]["method"], lora_rank=lora_rank, path=str(target),
+            base_model=eval_report.base_model.model_id, base_digest=eval_report.base_model.digest,
+            dataset_digest=eval_report.dataset_digest, config_hash=eval_report.spec_hash,
+            method=eval_report.spec["method"], lora_rank=lora_rank, path=str(target),
             metrics=_recorded_metrics(eval_report), status=status, created_at=now_utc(),
         ))
         if status == "promoted":
@@ -97,7 +106,8 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
     yield AssetCheckResult(
         check_name="quality_gates", passed=gates_passed, severity=AssetCheckSeverity.ERROR,
         description=None if gates_passed else "failed: " + ", ".join(str(g.gate) for g in gates if not g.passed),
-        metadata={"gates": MetadataValue.md(gates_md),
+        metadata={"gates": _gates_table(gates),
+                  "how_sure": MetadataValue.md("\n".join(f"- {g.how_sure()}" for g in gates) or "no gates"),
                   "advice": MetadataValue.md("\n".join(f"- {a}" for a in advice) or "none")},
     )
     yield AssetCheckResult(
@@ -113,22 +123,22 @@ def registered_adapter(context: AssetExecutionContext, eval_report: dict, catalo
                             report=None)
     record_outcome(context, f"promoted as {adapter_id}")
     yield Output(
-        {"adapter_id": adapter_id, "path": str(target), "status": status, "serving_problems": serving.problems},
+        RegisteredAdapter(adapter_id=adapter_id, path=str(target), status=status, serving_problems=serving.problems),
         metadata={"adapter_id": adapter_id, "status": status, "path": MetadataValue.path(str(target)),
                   "vllm_lora_module": f"{adapter_id}={target}", "lora_rank": lora_rank},
     )
 
 
-def _serving_check(context: AssetExecutionContext, eval_report: dict, base_models: BaseModelsResource,
+def _serving_check(context: AssetExecutionContext, eval_report: EvaluatedAdapter, base_models: BaseModelsResource,
                    serving_profile: ServingProfile) -> Compatibility:
     """Whether the serving fleet can load the adapter on its base model, and whether the smoke generation showed
     it answering (changed answers that stop at the end of the turn)."""
-    trained_on = eval_report["base_model"]
-    serving = check_adapter(eval_report["adapter_dir"], base_models.registry().resolve(trained_on["model_id"]),
-                            serving_profile, trained_on_digest=trained_on["digest"])
+    trained_on = eval_report.base_model
+    serving = check_adapter(eval_report.adapter_dir, base_models.registry().resolve(trained_on.model_id),
+                            serving_profile, trained_on_digest=trained_on.digest)
     for problem in serving.problems:
         context.log.warning(f"not servable: {problem}")
-    smoke = eval_report["eval"].get("smoke", {})
+    smoke = eval_report.eval.get("smoke", {})
     if not smoke.get("passed", False):
         serving.problems.append("smoke generation failed: " + (
             "the adapter does not change the base model's answers" if not smoke.get("differs")
@@ -136,11 +146,11 @@ def _serving_check(context: AssetExecutionContext, eval_report: dict, base_model
     return serving
 
 
-def _recorded_metrics(eval_report: dict) -> dict[str, float]:
+def _recorded_metrics(eval_report: EvaluatedAdapter) -> dict[str, float]:
     """The catalog's metrics: every score of the base and the tuned model, and the gated estimates' intervals."""
     metrics = {f"{r['task']}_{r['metric']}_{side}": r[side]
-               for r in eval_report["eval"]["rows"] for side in ("base", "tuned")}
-    estimates = gate_metrics(eval_report["eval"])
+               for r in eval_report.eval["rows"] for side in ("base", "tuned")}
+    estimates = gate_metrics(eval_report.eval)
     for name in INTERVALS_KEPT:
         if name in estimates:
             e = estimates[name]
@@ -148,34 +158,40 @@ def _recorded_metrics(eval_report: dict) -> dict[str, float]:
     return metrics
 
 
+def _gates_table(results: list[GateResult]) -> MetadataValue:
+    return MetadataValue.table([TableRecord({
+        "gate": str(r.gate), "source": r.gate.source, "value": r.value, "low": r.estimate.low,
+        "high": r.estimate.high, "verdict": r.verdict, "passed": r.passed}) for r in results], schema=GATES_SCHEMA)
+
+
 def _shown(result: GateResult) -> str:
     return f"{result.value:.3g}, {LEVEL:.0%} interval {result.estimate.low:.3g} to {result.estimate.high:.3g}"
 
 
-def _copy_served_files(eval_report: dict, target: Path) -> int | None:
+def _copy_served_files(eval_report: EvaluatedAdapter, target: Path) -> int | None:
     """The adapter's served files into the registry, read-only; returns its LoRA rank."""
     target.mkdir(parents=True)
     for name in SERVED_FILES:
-        shutil.copy2(f"{eval_report['adapter_dir']}/{name}", target / name)
+        shutil.copy2(f"{eval_report.adapter_dir}/{name}", target / name)
     # PEFT records the trainer's absolute local path; the served adapter names the base model by its id.
     config = json.loads((target / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = eval_report["base_model"]["model_id"]
+    config["base_model_name_or_path"] = eval_report.base_model.model_id
     (target / "adapter_config.json").write_text(json.dumps(config, indent=2))
     for name in SERVED_FILES:
         (target / name).chmod(0o444)  # a registered adapter never changes; a new fine-tune is a new adapter
     return config.get("r")
 
 
-def _quality_gates(eval_report: dict, platform_gates: dict[str, str]) -> tuple[list[GateResult], list[str]]:
+def _quality_gates(eval_report: EvaluatedAdapter, platform_gates: dict[str, str]) -> tuple[list[GateResult], list[str]]:
     """The gates' results, and advice when any failed."""
-    objective = eval_report["spec"]["objective"]
+    objective = eval_report.spec["objective"]
     gates = (parse_gates(platform_gates, "platform", objective)
-             + parse_gates(eval_report["manifest"]["quality_gates"], "manifest", objective))
-    metrics = gate_metrics(eval_report["eval"])
+             + parse_gates(eval_report.manifest.quality_gates, "manifest", objective))
+    metrics = gate_metrics(eval_report.eval)
     results = evaluate_gates(gates, metrics)
-    training = TrainingSummary.from_record(eval_report["training"], eval_report["spec"],
-                                           n_train=eval_report["check"].stats["train"],
-                                           data_warnings=eval_report.get("data_warnings", {}))
+    training = TrainingSummary.from_record(eval_report.training, eval_report.spec,
+                                           n_train=eval_report.check.stats["train"],
+                                           data_warnings=eval_report.data_warnings)
     return results, advise([r for r in results if not r.passed], {k: v.value for k, v in metrics.items()}, training)
 
 

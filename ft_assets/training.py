@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import cast
 
 from dagster import AssetExecutionContext, AssetKey, DagsterInstance, Failure, MetadataValue, Output, asset
+
+# Not exported under a public name; PipesSubprocessClient raises it when the trainer process exits non-zero.
 from dagster._core.errors import DagsterPipesExecutionError
 
 from ft_assets.gpu import run_on_pool
@@ -16,6 +18,7 @@ from ftpipe.catalog.adapters import now_utc
 from ftpipe.digests import combine
 from ftpipe.metering.classify import INTERRUPTED, LOST
 from ftpipe.metering.ledger import UsageRecord
+from ftpipe.records import TokenizedDataset, TrainedAdapter
 from ftpipe.tenants import PoolConfig
 from ftpipe.training.cost import estimate_cost
 from ftpipe.training.plots import as_markdown, curve_from_record
@@ -40,24 +43,24 @@ def _unreported_outcome(context: AssetExecutionContext) -> str:
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="training", kinds={"pytorch"})
-def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: TrainerLauncherResource,
+def adapter(context: AssetExecutionContext, tokenized_dataset: TokenizedDataset, trainer: TrainerLauncherResource,
             artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource,
-            catalog: CatalogResource) -> Output[dict]:
+            catalog: CatalogResource) -> Output[TrainedAdapter]:
     """An adapter trained with TRL + PEFT; loss and throughput stream back as logs and metadata.
 
     The training directory is derived from the resolved spec, so a retried or resumed run of the same
     partition finds the checkpoints of the runs before it and continues from the newest valid one, and a run
     of a partition whose training already completed gets that training back, without a trainer or a bill.
     """
-    tenant, job = tokenized_dataset["tenant"], tokenized_dataset["job"]
-    spec = TrainJobSpec.from_dict(tokenized_dataset["spec"])  # the plan the pre-flight reported
-    spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset["base_model"]["digest"])
+    tenant, job = tokenized_dataset.tenant, tokenized_dataset.job
+    spec = tokenized_dataset.train_spec()  # the plan the pre-flight reported
+    spec_hash = combine(json.dumps(spec.to_dict(), sort_keys=True), tokenized_dataset.base_model.digest)
     spec.output_dir = str(artifacts.layout().training_dir(tenant, job, spec_hash))
     finished = completed_training(spec)
     if finished is not None:
         return _reused_training(context, tokenized_dataset, spec, spec_hash, finished)
-    context.log.info(f"training {spec.method} on {tokenized_dataset['base_model']['model_id']}: {spec.to_dict()}")
-    pool_name = tokenized_dataset["pool"]
+    context.log.info(f"training {spec.method} on {tokenized_dataset.base_model.model_id}: {spec.to_dict()}")
+    pool_name = tokenized_dataset.pool
     pool = platform.config().pools[pool_name]
     started = now_utc()
     ending: dict = {}
@@ -82,28 +85,31 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: dict, trainer: Tr
                          f" ({'billed' if usage.billable else 'refunded'})")
     _fail_unless_completed(ending, landing, tenant, job)
     reported = invocation.get_materialize_result().metadata or {}
-    adapter_dir = f"{spec.output_dir}/adapter"
     training = json.loads((Path(spec.output_dir) / TRAINING_RESULT).read_text())
     return Output(
-        {**tokenized_dataset, "adapter_dir": adapter_dir, "spec": spec.to_dict(), "spec_hash": spec_hash,
-         "training": training},
+        _trained(tokenized_dataset, spec, spec_hash, training),
         metadata={**reported, "spec": MetadataValue.json(spec.to_dict()), "reused_training": False,
                   "gpu_seconds": round(usage.gpu_seconds, 3), "billed": usage.billable,
-                  **_pace(tokenized_dataset["base_model"]["num_parameters"], pool_name, pool, training,
-                          tokenized_dataset.get("expected_seconds"))},
+                  **_pace(tokenized_dataset.base_model.num_parameters, pool_name, pool, training,
+                          tokenized_dataset.expected_seconds)},
     )
 
 
-def _reused_training(context: AssetExecutionContext, tokenized_dataset: dict, spec: TrainJobSpec, spec_hash: str,
-                     finished: dict) -> Output[dict]:
+def _trained(tokenized_dataset: TokenizedDataset, spec: TrainJobSpec, spec_hash: str,
+             training: dict) -> TrainedAdapter:
+    fields = dict(tokenized_dataset) | {"spec": spec.to_dict()}  # with the output folder the trainer wrote to
+    return TrainedAdapter(**fields, adapter_dir=f"{spec.output_dir}/adapter", spec_hash=spec_hash, training=training)
+
+
+def _reused_training(context: AssetExecutionContext, tokenized_dataset: TokenizedDataset, spec: TrainJobSpec,
+                     spec_hash: str, finished: dict) -> Output[TrainedAdapter]:
     """The output of a training that completed before, read back from its record: no trainer, no bill."""
     context.log.info(f"reusing the finished training in {spec.output_dir} ({finished['steps']} steps): "
                      "no trainer launched, nothing metered")
     with tempfile.TemporaryDirectory() as tmp:  # drawn again from the record: the folder may be read-only
         curve = as_markdown(curve_from_record(finished, Path(tmp) / "loss_curve.png"))
     return Output(
-        {**tokenized_dataset, "adapter_dir": f"{spec.output_dir}/adapter", "spec": spec.to_dict(),
-         "spec_hash": spec_hash, "training": finished},
+        _trained(tokenized_dataset, spec, spec_hash, finished),
         metadata={"reused_training": True, "steps": finished["steps"],
                   "final_loss": _sig(finished["final_loss"], 4), **validation_metadata(finished),
                   "loss_curve": MetadataValue.md(curve),

@@ -20,6 +20,9 @@ import json
 
 import psutil
 from dagster import DagsterEventType, DagsterRun, DefaultRunLauncher
+
+# A run launcher's health check (what the run monitor calls) is typed by these, which Dagster exports under no
+# public name; DefaultRunLauncher, which this one extends, imports them from the same place.
 from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-from dagster import ConfigurableResource, PipesSubprocessClient
-from dagster._core.pipes.client import PipesClientCompletedInvocation
+from dagster import ConfigurableResource, PipesClientCompletedInvocation, PipesSubprocessClient
 from pydantic import Field
 
 from ftpipe.launch.command import THREAD_ENV, cpu_thread_env, worker_command

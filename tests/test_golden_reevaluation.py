@@ -10,7 +10,7 @@ from ftpipe.catalog.adapters import AdapterRecord, now_utc
 from ftpipe.evaluation.reeval import compare_with_registration, golden_scores
 from ftpipe.evaluation.scores import ModelScores, TaskSamples
 from ftpipe.training.runner import run_training
-from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import tiny_spec
 
 GATES = {"holdout_delta": "> 0", "golden_regression": "<= 0.1"}
 REGISTERED = {"golden_exact_match_base": 0.5, "golden_exact_match_tuned": 0.45}
@@ -58,9 +58,8 @@ def test_the_nightly_asset_rescores_promoted_adapters_and_flags_the_ones_that_mo
     # Under test is the comparison with registration, under the platform's default gates: this short training
     # moves golden exact match by a few questions (0.05 to 0.11 lost on the CPUs measured, a gain on others),
     # which the interval-based gate does not count against the unchanged adapter.
-    result = run_training(TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]),
-                                       output_dir=str(tmp_path / "train"), learning_rate=2e-3, max_steps=20,
-                                       micro_batch_size=4, save_steps=100))
+    result = run_training(tiny_spec(tiny_model, sft_train_file[0], tmp_path / "train", learning_rate=2e-3,
+                                    max_steps=20, micro_batch_size=4, save_steps=100))
     scored = golden_scores(tiny_model.path, {"a": result.adapter_dir}, tmp_path / "direct")
     base_em, tuned_em = (sum(s.score) / len(s.score) for s in (scored.base, scored.adapters["a"]))
     registry = local_resources["catalog"].adapters()
@@ -80,6 +79,11 @@ def test_the_nightly_asset_rescores_promoted_adapters_and_flags_the_ones_that_mo
         meta = run.asset_materializations_for_node("golden_reevaluation")[0].metadata
         (check,) = run.get_asset_check_evaluations()
     assert meta["adapters"].value == 2 and meta["flagged"].value == 1
+    rows = {r.data["adapter_id"]: r.data for r in meta["report"].value.records}
+    assert set(rows) == {"acme--j--same", "acme--j--drifted"} and meta["dagster/row_count"].value == 2
+    assert rows["acme--j--same"]["holds_up"] is True and rows["acme--j--drifted"]["holds_up"] is False
+    assert rows["acme--j--same"]["exact_match_tuned"] == pytest.approx(tuned_em)
+    assert {c.name for c in meta["report"].value.schema.columns} >= set(rows["acme--j--same"])
     assert not check.passed and check.severity.value == "WARN"
     assert "acme--j--drifted: the base model ftpipe/tiny-llama changed since registration" in check.description
     assert "acme--j--same" not in check.description  # scored again on the same machine: exactly the same

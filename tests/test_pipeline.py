@@ -283,6 +283,9 @@ def test_an_adapter_that_fails_its_gates_or_cannot_be_served_stays_a_draft_with_
         assert "target modules ['down_proj', 'gate_proj', 'up_proj'] are not served" in \
             checks["serving_compatible"].description
         assert not checks["quality_gates"].passed
+        gates = {r.data["gate"]: r.data for r in checks["quality_gates"].metadata["gates"].value.records}
+        assert gates["holdout_exact_match >= 0.99"]["passed"] is False
+        assert gates["holdout_exact_match >= 0.99"]["source"] == "manifest"
         error_class, reason = failure_reason(instance, run)
         assert not received  # nothing is sent from inside the run, which holds a slot
         # The failure sensor, after the run: the tenant's failure is final, and the run's notice goes out.

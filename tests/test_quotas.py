@@ -95,7 +95,7 @@ def test_the_preflight_refuses_a_job_estimated_above_its_tiers_cap_per_job(local
     assert error_class == "user"
     assert "GPU-hours; the free tier allows at most 0.00013889 per job" in reason
     assert b"per job" in store.read_bytes(results_key("initech", "big", "rejected.md"))
-    spec = small.output_for_node("tokenized_dataset")["spec"]
+    spec = small.output_for_node("tokenized_dataset").spec
     expected = float(small.get_asset_materialization_events()[-1].materialization.metadata["estimated_gpu_hours"]
                      .value) * 3600
     assert spec["max_runtime_seconds"] == round(expected * 4 + 900)

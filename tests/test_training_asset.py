@@ -200,7 +200,7 @@ def test_a_second_run_of_a_trained_partition_reuses_the_training_without_a_train
                      "early_stopped", "evaluations"):
             assert again[name] == meta[name], name
         assert again["loss_curve"].startswith("![loss curve](data:image/png;base64,")
-        assert second.output_for_node("adapter")["adapter_dir"] == first.output_for_node("adapter")["adapter_dir"]
+        assert second.output_for_node("adapter").adapter_dir == first.output_for_node("adapter").adapter_dir
         assert any("reusing the finished training" in r.user_message for r in instance.all_logs(second.run_id))
         assert pool_calibration(instance, "cpu-local") == calibration  # not counted twice
     assert [r.run_id for r in ledger.records()] == [first.run_id]

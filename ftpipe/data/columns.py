@@ -18,9 +18,13 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ftpipe.data.messages import ROLES, FieldProblem
 from ftpipe.data.read import JSON_COLUMNS, field_path
+
+if TYPE_CHECKING:  # the manifest module reads this one's field names
+    from ftpipe.manifest import JobManifest
 
 RECORD_FIELDS = ("messages", "conversations", "tools", "prompt", "completion", "instruction", "input", "output",
                  "response", "history", "system", "text", "chosen", "rejected", "preferred_output",
@@ -76,8 +80,8 @@ class ColumnMapping:
         self._message = {key: name for name, key in self.columns.items() if name in MESSAGE_FIELDS}
 
     @classmethod
-    def from_manifest(cls, manifest: dict) -> ColumnMapping:
-        return cls(dict(manifest.get("columns") or {}), dict(manifest.get("roles") or {}))
+    def from_manifest(cls, manifest: JobManifest) -> ColumnMapping:
+        return cls(dict(manifest.columns), dict(manifest.roles))
 
     def __bool__(self) -> bool:
         return bool(self.columns or self.roles)

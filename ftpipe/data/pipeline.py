@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,7 +92,7 @@ def inferred_objective(path: str | Path, mapping: ColumnMapping | None = None) -
     return "sft", None
 
 
-def example_chunks(files: dict[str, str | Path], holdout_fraction: float, chunk_bytes: int = CHUNK_BYTES,
+def example_chunks(files: Mapping[str, str | Path], holdout_fraction: float, chunk_bytes: int = CHUNK_BYTES,
                    mapping: ColumnMapping | None = None) -> Iterator[pl.DataFrame]:
     """``files`` maps a role (``train``, ``eval``) to a path; an eval file is held out as a whole."""
     for role, path in files.items():
@@ -206,7 +206,7 @@ def _no_examples() -> pl.DataFrame:
     return normalize([]).with_columns(pl.lit(None, pl.String).alias("role"), pl.lit(None, pl.String).alias("split"))
 
 
-def validate_to_parquet(files: dict[str, str | Path], holdout_fraction: float, out_file: str | Path,
+def validate_to_parquet(files: Mapping[str, str | Path], holdout_fraction: float, out_file: str | Path,
                         min_examples: int, max_examples: int | None, objective: str = "sft",
                         chunk_bytes: int = CHUNK_BYTES, progress=None,
                         min_holdout: int = 0, mapping: ColumnMapping | None = None) -> ExamplesCheck:

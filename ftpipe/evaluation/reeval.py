@@ -102,17 +102,3 @@ def compare_with_registration(adapter_id: str, tenant: str, base_model: str, reg
     return Reevaluation(adapter_id, tenant, base_model, now["base"], now["tuned"],
                         metrics["golden_perplexity"].value, registered["tuned"], regression.value,
                         (regression.low, regression.high), findings)
-
-
-def reevaluation_markdown(results: list[Reevaluation], golden_digest: str) -> str:
-    lines = [f"Golden set `{golden_digest[:12]}`.", "",
-             "| adapter | tenant | base EM | tuned EM | registered EM | regression (95% interval) | holds up |",
-             "|---|---|---:|---:|---:|---:|---|"]
-    for r in results:
-        registered = f"{r.registered_exact_match_tuned:.3f}" if r.registered_exact_match_tuned is not None else "-"
-        lines.append(f"| {r.adapter_id} | {r.tenant} | {r.exact_match_base:.3f} | {r.exact_match_tuned:.3f} | "
-                     f"{registered} | {r.regression:.3f} "
-                     f"({r.regression_interval[0]:.3f} to {r.regression_interval[1]:.3f}) | "
-                     f"{'yes' if r.holds_up else '**no**'} |")
-    problems = [f"- {r.adapter_id}: {finding}" for r in results for finding in r.findings]
-    return "\n".join(lines + ([""] + problems if problems else []))
