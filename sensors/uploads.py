@@ -63,6 +63,7 @@ from dagster import (
 from ft_assets.jobs import prepare_job
 from ft_assets.partition import publish
 from ftpipe.admission import admit
+from ftpipe.basemodel.registry import BaseModelRegistry
 from ftpipe.landing import (
     TENANTS_PREFIX,
     job_file_key,
@@ -77,6 +78,7 @@ from ftpipe.manifest import MAX_MANIFEST_BYTES
 from ftpipe.metering.ledger import month_of
 from ftpipe.metering.quota import decide_for_tenant
 from ftpipe.objectstore import FILE, ObjectInfo, ObjectStore, ObjectTooLarge, UnsafeObject
+from ftpipe.tenants import PlatformConfig
 from partitions.keys import InvalidName, parse_partition_key, partition_key, validate_name
 from partitions.run_tags import MANIFEST_VERSION_TAG, OVER_QUOTA_TAG, run_tags
 from partitions.tenant_jobs import TENANT_JOBS_PARTITIONS, tenant_jobs_partitions
@@ -99,22 +101,49 @@ SWEEP_KEY = "_sweep"
 can start with '_'."""
 
 
+Listed = tuple[str, str, str, ObjectInfo]
+"""A listed manifest (or linked job folder): tenant, job, partition key (the object's key when a name is
+invalid), the object."""
+
+
 @sensor(job=prepare_job, minimum_interval_seconds=5, default_status=DefaultSensorStatus.RUNNING)
 def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource, platform: PlatformResource,
                   base_models: BaseModelsResource, catalog: CatalogResource) -> SensorResult:
     store = landing.store()
-    config = platform.config()
-    registry = base_models.registry()
-    known = set(context.instance.get_dynamic_partitions(TENANT_JOBS_PARTITIONS))
     seen, positions = _load_cursor(context.cursor)
-    new_keys: list[str] = []
-    requests: list[RunRequest] = []
-    listed: set[str] = set()
-    month = month_of(datetime.now(timezone.utc))
-    used_hours: dict[str, float] | None = None  # read from the ledger once per tick, only when needed
-    changed: list[tuple[str, str, str, ObjectInfo]] = []
-    waiting: list[tuple[str, str, str, ObjectInfo]] = []
     found = scan(store, positions, SCAN_BUDGET)
+    listed, changed, waiting = _sort_listing(context, found, seen)
+    intake = _Intake(context, store, platform.config(), base_models.registry(), catalog, seen)
+    requests: list[RunRequest] = []
+    deadline = time.monotonic() + TICK_BUDGET_SECONDS
+    # Waiting manifests last: looking for their files again must not hold up anyone's new upload.
+    turns = _one_per_tenant_in_turn(changed) + _one_per_tenant_in_turn(waiting)
+    for decided, manifest in enumerate(turns):
+        if decided and time.monotonic() > deadline:
+            break  # not recorded: the next tick takes the rest (at least one per tick: it always progresses)
+        request = intake.decide(*manifest)
+        if request is not None:
+            requests.append(request)
+    known = set(context.instance.get_dynamic_partitions(TENANT_JOBS_PARTITIONS))
+    requested = dict.fromkeys(r.partition_key for r in requests if r.partition_key)  # each once, in order
+    new_keys = [key for key in requested if key not in known]
+    # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and
+    # a job uploaded again after its deletion is new. Only what this tick's sweep covered can be known gone.
+    seen = {key: entry for key, entry in seen.items() if key in listed or not _swept_away(key, found)}
+    return SensorResult(
+        cursor=json.dumps({**seen, SWEEP_KEY: found.positions()}, sort_keys=True, separators=(",", ":")),
+        run_requests=requests,
+        dynamic_partitions_requests=[tenant_jobs_partitions.build_add_request(new_keys)] if new_keys else [],
+    )
+
+
+def _sort_listing(context: SensorEvaluationContext, found: Scan,
+                  seen: dict[str, dict | str]) -> tuple[set[str], list[Listed], list[Listed]]:
+    """What this tick's sweep listed: every key it covered, the manifests whose listing version changed, and the
+    unchanged ones still waiting for their data files. A tenant folder with an invalid name is logged once."""
+    listed: set[str] = set()
+    changed: list[Listed] = []
+    waiting: list[Listed] = []
     for folder in found.invalid:
         listed.add(folder)
         if folder not in seen:  # said once, not every tick
@@ -140,86 +169,96 @@ def upload_sensor(context: SensorEvaluationContext, landing: LandingZoneResource
             changed.append((tenant, job, key, obj))
         elif entry.get("state") == WAITING:
             waiting.append((tenant, job, key, obj))
-    deadline = time.monotonic() + TICK_BUDGET_SECONDS
-    # Waiting manifests last: looking for their files again must not hold up anyone's new upload.
-    turns = _one_per_tenant_in_turn(changed) + _one_per_tenant_in_turn(waiting)
-    for decided, (tenant, job, key, obj) in enumerate(turns):
-        if decided and time.monotonic() > deadline:
-            break  # not recorded: the next tick takes the rest (at least one per tick: it always progresses)
+    return listed, changed, waiting
+
+
+class _Intake:
+    """One tick's decisions, manifest by manifest: each is recorded in ``seen`` (the cursor's entries) and
+    ends as a run request, a refusal in the tenant's results, or a wait for its data files."""
+
+    def __init__(self, context: SensorEvaluationContext, store: ObjectStore, config: PlatformConfig,
+                 registry: BaseModelRegistry, catalog: CatalogResource, seen: dict[str, dict | str]):
+        self.context, self.store, self.config, self.registry, self.catalog = context, store, config, registry, catalog
+        self.seen = seen
+        self.month = month_of(datetime.now(timezone.utc))
+        self._used_hours: dict[str, float] | None = None  # read from the ledger once per tick, only when needed
+
+    def used_hours(self, tenant: str) -> float:
+        if self._used_hours is None:  # the platform's own state: if it cannot be read, the tick fails, is retried
+            self._used_hours = self.catalog.ledger().charged_hours(self.month)
+        return self._used_hours.get(tenant, 0.0)
+
+    def decide(self, tenant: str, job: str, key: str, obj: ObjectInfo) -> RunRequest | None:
         version = _listing_version(obj)
-        old = seen.get(key) or {}
+        old = self.seen.get(key) or {}
         assert isinstance(old, dict)  # an entry from before content digests was made a dict when its key was listed
-        if old.get("state") == WAITING and old.get("v") == version and _still_waiting(store, tenant, job, old):
-            continue
+        if old.get("state") == WAITING and old.get("v") == version and _still_waiting(self.store, tenant, job, old):
+            return None
         # Recorded first: whatever happens below, this version is not tried again (a refusal is retried only
         # when the manifest is uploaded again).
-        entry = seen[key] = {"v": version, "state": REFUSED}
+        entry = self.seen[key] = {"v": version, "state": REFUSED}
         if key == obj.key:
             entry["state"] = IGNORED
-            _refuse_name(context, store, tenant, job, obj.key)
-            continue
-        if tenant not in config.tenants:
-            _reject(context, store, tenant, job, f"tenant '{tenant}' is not configured on this platform")
-            continue
-        if used_hours is None:  # the platform's own state: if it cannot be read, the tick fails and is retried
-            used_hours = catalog.ledger().charged_hours(month)
-        quota = decide_for_tenant(config, tenant, used_hours.get(tenant, 0.0), month)
+            _refuse_name(self.context, self.store, tenant, job, obj.key)
+            return None
+        if tenant not in self.config.tenants:
+            _reject(self.context, self.store, tenant, job, f"tenant '{tenant}' is not configured on this platform")
+            return None
+        quota = decide_for_tenant(self.config, tenant, self.used_hours(tenant), self.month)
         missing: dict[str, str] = {}
         try:
             # Read only if it is a regular file of a manifest's size: never through a link, never gigabytes.
-            manifest = store.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES)
+            manifest = self.store.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES)
             digest = entry["sha256"] = hashlib.sha256(manifest).hexdigest()
             if old.get("state") == QUEUED and old.get("sha256") == digest:
                 entry["state"] = QUEUED  # the same bytes written again: this version has had its run
-                continue
-            admission = admit(manifest, obj.key, config, registry)
+                return None
+            admission = admit(manifest, obj.key, self.config, self.registry)
             refusal = admission.refusal or (None if quota.allowed else quota.message)
             if not refusal:
-                missing = _missing(store, tenant, job, admission.files)
+                missing = _missing(self.store, tenant, job, admission.files)
         except (UnsafeObject, ObjectTooLarge) as exc:
             refusal = str(exc)
         except Exception:  # noqa: BLE001 - one manifest must never stop the others' intake
-            context.log.exception(f"admitting {obj.key} failed; the job is refused and the others go on")
+            self.context.log.exception(f"admitting {obj.key} failed; the job is refused and the others go on")
             refusal = ("the platform could not admit this job because of an internal error; the operators have "
                        "been told. Submitting the manifest again retries it.")
         if missing and not refusal:
-            again = old.get("state") == WAITING and old.get("sha256") == digest
-            since = old.get("since", 0) if again else time.time()
-            if time.time() - since < DATA_WAIT_SECONDS:
-                seen[key] = {**entry, "state": WAITING, "since": since, "needs": missing}
-                if not again:
-                    context.log.info(f"{tenant}/{job}: waiting up to {DATA_WAIT_SECONDS:.0f} s for "
-                                     f"{', '.join(sorted(missing.values()))} before queueing it")
-                continue
-            refusal = "; ".join(
-                f"{obj.key}: field '{field}': names {name!r}, which is not in the job folder; waited "
-                f"{DATA_WAIT_SECONDS / 60:g} minutes after the manifest arrived. Upload the data files, then "
-                "the manifest again." for field, name in sorted(missing.items()))
+            refusal = self._wait(tenant, job, key, obj, old, entry, missing)
+            if refusal is None:
+                return None
         if refusal:
-            _reject(context, store, tenant, job, refusal)
-            continue
+            _reject(self.context, self.store, tenant, job, refusal)
+            return None
         entry["state"] = QUEUED
         assert admission.pool is not None  # admit() names a pool for every job it does not refuse
-        if _has_refusal(store, tenant, job):
-            _remove_old_refusal(context, store, tenant, job)
-        if key not in known and key not in new_keys:
-            new_keys.append(key)
-        requests.append(RunRequest(
+        if _has_refusal(self.store, tenant, job):
+            _remove_old_refusal(self.context, self.store, tenant, job)
+        return RunRequest(
             # The listing version too: a tenant who goes back to an earlier manifest (A, B, then A again) gets a
             # run, where Dagster would skip a run key it has seen.
             run_key=f"{key}@{digest}@{version}",
             partition_key=key,
-            tags={**run_tags(config, tenant, job, admission.pool), MANIFEST_VERSION_TAG: digest,
+            tags={**run_tags(self.config, tenant, job, admission.pool), MANIFEST_VERSION_TAG: digest,
                   **({OVER_QUOTA_TAG: "soft"} if quota.over_soft_quota else {})},
-        ))
-    # Forget manifests that are gone (a deleted tenant): the cursor stays as small as the landing zone, and
-    # a job uploaded again after its deletion is new. Only what this tick's sweep covered can be known gone.
-    seen = {key: entry for key, entry in seen.items() if key in listed or not _swept_away(key, found)}
-    return SensorResult(
-        cursor=json.dumps({**seen, SWEEP_KEY: found.positions()}, sort_keys=True, separators=(",", ":")),
-        run_requests=requests,
-        dynamic_partitions_requests=[tenant_jobs_partitions.build_add_request(new_keys)] if new_keys else [],
-    )
+        )
+
+    def _wait(self, tenant: str, job: str, key: str, obj: ObjectInfo, old: dict, entry: dict,
+              missing: dict[str, str]) -> str | None:
+        """Keeps waiting for the data files (None) until ``DATA_WAIT_SECONDS`` after the sensor first saw this
+        version of the manifest; then the refusal, naming each missing file and its field."""
+        again = old.get("state") == WAITING and old.get("sha256") == entry["sha256"]
+        since = old.get("since", 0) if again else time.time()
+        if time.time() - since < DATA_WAIT_SECONDS:
+            self.seen[key] = {**entry, "state": WAITING, "since": since, "needs": missing}
+            if not again:
+                self.context.log.info(f"{tenant}/{job}: waiting up to {DATA_WAIT_SECONDS:.0f} s for "
+                                      f"{', '.join(sorted(missing.values()))} before queueing it")
+            return None
+        return "; ".join(
+            f"{obj.key}: field '{field}': names {name!r}, which is not in the job folder; waited "
+            f"{DATA_WAIT_SECONDS / 60:g} minutes after the manifest arrived. Upload the data files, then "
+            "the manifest again." for field, name in sorted(missing.items()))
 
 
 def _load_cursor(cursor: str | None) -> tuple[dict[str, dict | str], dict[str, str]]:
