@@ -2,7 +2,10 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
+# The exact versions installed: requirements.lock (the runtime) and requirements-test.lock (the same pins and the
+# test and bench extras), both written from pyproject.toml by `make lock`.
+LOCKS := requirements.lock requirements-test.lock
+STAMP := $(VENV)/.installed-$(shell cat $(LOCKS) pyproject.toml | sha256sum | cut -c1-12)
 
 # Local state lives in the repo (git-ignored); the built base model is cached apart so a demo reset keeps it.
 export FTPIPE_HOME ?= $(CURDIR)/.ftpipe
@@ -15,19 +18,38 @@ export HF_DATASETS_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install base-model dagster-home demo lint test test-fast test-kernels ui daemon api clean
+.PHONY: install lock base-model dagster-home demo lint test test-fast test-kernels ui daemon api clean
 
 install: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): $(LOCKS) pyproject.toml
 	test -d $(VENV) || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	# torch first, pinned, so that no other package can pull a CUDA build of it
 	$(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -r requirements.lock
+	$(VENV)/bin/pip install -q -r requirements.lock -r requirements-test.lock
 	$(VENV)/bin/pip install -q --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
+
+# Rewrites both locks with pip-compile (pip-tools, in a venv of its own under .cache, never .venv), the commands
+# their headers record. pip-compile resolves through pip and its configuration, as make install does, so torch is
+# the CPU build (found through pip's find-links) and no nvidia-* package enters; the configured index
+# and find-links are left out of the locks. The pins already in a lock are kept while pyproject.toml allows them; to
+# move one: make lock LOCK_ARGS="--upgrade-package NAME". requirements-test.lock is constrained to requirements.lock,
+# so the packages the two share have the same pins.
+PIP_TOOLS_VERSION := 7.6.2
+LOCKTOOL := .cache/pip-tools-$(PIP_TOOLS_VERSION)
+lock:
+	test -x $(LOCKTOOL)/bin/pip-compile || \
+		{ python3 -m venv $(LOCKTOOL) && $(LOCKTOOL)/bin/pip install -q pip-tools==$(PIP_TOOLS_VERSION); }
+	$(LOCKTOOL)/bin/pip-compile --allow-unsafe --no-emit-find-links --no-emit-index-url --output-file=requirements.lock \
+		--strip-extras $(LOCK_ARGS) pyproject.toml
+	$(LOCKTOOL)/bin/pip-compile --allow-unsafe --constraint=requirements.lock --extra=bench --extra=test \
+		--no-emit-find-links --no-emit-index-url --output-file=requirements-test.lock --strip-extras $(LOCK_ARGS) \
+		pyproject.toml
+	# The +cpu label names this machine's build, not the version: a GPU machine installs the same version's CUDA build.
+	sed -i 's/^torch==\([0-9.]*\)+cpu$$/torch==\1/' $(LOCKS)
 
 dagster-home:
 	mkdir -p $(DAGSTER_HOME)
