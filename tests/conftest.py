@@ -84,8 +84,9 @@ def s3_endpoint():
 
 @pytest.fixture(params=["local", "s3"])
 def landing(request, tmp_path):
-    """The landing zone as a local folder and as a bucket on real S3 over HTTP: a test taking it runs on both.
-    (A test module may define its own ``landing`` for one store.)"""
+    """The landing zone (a ``LandingZoneResource``) as a local folder and as a bucket on real S3 over HTTP: a test
+    taking it runs on both. A test that needs one store only names its own fixture otherwise (``landing_dir``,
+    ``landing_store``)."""
     from resources import LandingZoneResource
 
     if request.param == "local":

@@ -17,6 +17,7 @@ import pytest
 
 from ftpipe.launch.command import worker_command
 from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import tiny_spec
 from tests.test_resume import _alive
 
 pytestmark = pytest.mark.slow
@@ -44,8 +45,8 @@ def _weights(result: dict) -> dict:
 
 @pytest.mark.parametrize("method, lr, weight_tolerance", [("lora", 2e-3, 1e-4), ("full", 3e-4, 1e-5)])
 def test_two_process_run_matches_one_process(tiny_model, sft_train_file, tmp_path, method, lr, weight_tolerance):
-    base = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]), output_dir="",
-                        method=method, learning_rate=lr, max_steps=12, logging_steps=1, save_steps=6)
+    base = tiny_spec(tiny_model, sft_train_file[0], "", method=method, learning_rate=lr, max_steps=12,
+                     logging_steps=1, save_steps=6)
     single = _train(dataclasses.replace(base, output_dir=str(tmp_path / "single"), micro_batch_size=8), 1)
     double = _train(dataclasses.replace(base, output_dir=str(tmp_path / "double"), micro_batch_size=4), 2)
 

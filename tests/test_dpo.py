@@ -7,7 +7,7 @@ import torch
 from ftpipe import synthetic
 from ftpipe.data.tokenize import tokenize_preferences
 from ftpipe.training.runner import run_training
-from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import tiny_spec
 
 pytestmark = pytest.mark.slow
 
@@ -47,9 +47,8 @@ def test_dpo_trains_saves_reloads_and_prefers_the_chosen_answers(tiny_model, tok
 
     tokenize_preferences(tokenizer, synthetic.preference_frame(synthetic.acme_preferences(96, seed=5)), 256) \
         .write_parquet(tmp_path / "pairs.parquet")
-    spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(tmp_path / "pairs.parquet"),
-                        output_dir=str(tmp_path / "out"), objective="dpo", learning_rate=2e-3, max_steps=40,
-                        micro_batch_size=8, logging_steps=4, save_steps=20)
+    spec = tiny_spec(tiny_model, tmp_path / "pairs.parquet", tmp_path / "out", objective="dpo", learning_rate=2e-3,
+                     max_steps=40, micro_batch_size=8, logging_steps=4, save_steps=20)
     result = run_training(spec)
     assert result.outcome == "completed" and result.steps == 40
     losses = [loss for _, loss in result.loss_history]

@@ -28,16 +28,17 @@ REPORT = "tenants/evil/results/j/rejected.md"
 
 
 @pytest.fixture
-def landing(tmp_path) -> Path:
+def landing_dir(tmp_path) -> Path:
+    """The local landing zone's folder, where a test plants what a hostile tenant can make on disk."""
     return tmp_path / "landing"
 
 
 @pytest.fixture
-def store(landing) -> LocalObjectStore:
-    store = LocalObjectStore(landing)
+def store(landing_dir) -> LocalObjectStore:
+    store = LocalObjectStore(landing_dir)
     store.write_bytes(VICTIM_TRAIN, b'{"text": "victim data"}\n')
     store.write_bytes("tenants/victim/results/j/validation.md", b"victim report")
-    (landing / EVIL_JOB).mkdir(parents=True)
+    (landing_dir / EVIL_JOB).mkdir(parents=True)
     return store
 
 
@@ -91,9 +92,9 @@ def assert_refused_read(store, key, tmp_path, words):
 
 
 @pytest.mark.parametrize("target", ["victim", "victim-relative", "outside", "/etc/passwd", "dangling"])
-def test_a_symlinked_upload_is_refused_and_listed_as_a_link(store, landing, outside, tmp_path, target):
-    link = landing / EVIL_TRAIN
-    link.symlink_to({"victim": str(landing / VICTIM_TRAIN), "victim-relative": "../../../victim/jobs/j/train.jsonl",
+def test_a_symlinked_upload_is_refused_and_listed_as_a_link(store, landing_dir, outside, tmp_path, target):
+    link = landing_dir / EVIL_TRAIN
+    link.symlink_to({"victim": str(landing_dir / VICTIM_TRAIN), "victim-relative": "../../../victim/jobs/j/train.jsonl",
                      "outside": str(outside / "secret.txt"), "/etc/passwd": "/etc/passwd",
                      "dangling": str(tmp_path / "nothing")}[target])
     assert_refused_read(store, EVIL_TRAIN, tmp_path, "a symbolic link; the landing zone accepts only regular files")
@@ -102,8 +103,8 @@ def test_a_symlinked_upload_is_refused_and_listed_as_a_link(store, landing, outs
     assert store.read_bytes(VICTIM_TRAIN) == b'{"text": "victim data"}\n'
 
 
-def test_a_symlinked_manifest_is_refused_with_the_tenants_words(store, landing, outside):
-    (landing / EVIL_JOB / "manifest.yaml").symlink_to(outside / "secret.txt")
+def test_a_symlinked_manifest_is_refused_with_the_tenants_words(store, landing_dir, outside):
+    (landing_dir / EVIL_JOB / "manifest.yaml").symlink_to(outside / "secret.txt")
     with pytest.raises(UnsafeObject) as exc:
         store.read_bytes(f"{EVIL_JOB}/manifest.yaml")
     assert str(exc.value) == ("tenants/evil/jobs/j/manifest.yaml is a symbolic link; the landing zone accepts only "
@@ -112,13 +113,13 @@ def test_a_symlinked_manifest_is_refused_with_the_tenants_words(store, landing, 
 
 
 @pytest.mark.parametrize("target", ["victim-job", "outside"])
-def test_a_symlinked_folder_is_neither_read_through_nor_descended_into(store, landing, outside, tmp_path, target):
+def test_a_symlinked_folder_is_neither_read_through_nor_descended_into(store, landing_dir, outside, tmp_path, target):
     if target == "victim-job":
-        (landing / EVIL_JOB).rmdir()
-        (landing / EVIL_JOB).symlink_to(landing / "tenants/victim/jobs/j")
+        (landing_dir / EVIL_JOB).rmdir()
+        (landing_dir / EVIL_JOB).symlink_to(landing_dir / "tenants/victim/jobs/j")
         link, key = EVIL_JOB, EVIL_TRAIN
     else:
-        evil = landing / "tenants/evil"
+        evil = landing_dir / "tenants/evil"
         (evil / "jobs/j").rmdir()
         (evil / "jobs").rmdir()
         evil.rmdir()
@@ -140,15 +141,15 @@ def test_a_symlinked_folder_is_neither_read_through_nor_descended_into(store, la
     assert [(i.key, i.kind) for i in store.list(link + "/")] == [(link, "symlink")]
 
 
-def test_a_hard_link_to_another_tenants_file_is_refused(store, landing, tmp_path):
+def test_a_hard_link_to_another_tenants_file_is_refused(store, landing_dir, tmp_path):
     before = {i.key: i.version for i in store.list("tenants/")}
-    os.link(landing / VICTIM_TRAIN, landing / EVIL_TRAIN)
+    os.link(landing_dir / VICTIM_TRAIN, landing_dir / EVIL_TRAIN)
     assert_refused_read(store, EVIL_TRAIN, tmp_path, r"a hard link \(the file has 2 names\)")
     listed = {i.key: i for i in store.list("tenants/")}
     assert listed[EVIL_TRAIN].kind == "hardlink"
     # The victim's file has two names now too: its version changes, so a reader looks at it again.
     assert listed[VICTIM_TRAIN].kind == "hardlink" and listed[VICTIM_TRAIN].version != before[VICTIM_TRAIN]
-    (landing / EVIL_TRAIN).unlink()
+    (landing_dir / EVIL_TRAIN).unlink()
     assert store.list(VICTIM_TRAIN)[0].version == before[VICTIM_TRAIN]
 
 
@@ -169,8 +170,8 @@ def _within(seconds, fn, *args):
     return result
 
 
-def test_a_fifo_is_refused_without_blocking(store, landing, tmp_path):
-    os.mkfifo(landing / EVIL_TRAIN)
+def test_a_fifo_is_refused_without_blocking(store, landing_dir, tmp_path):
+    os.mkfifo(landing_dir / EVIL_TRAIN)
     for fn, args in ((store.read_bytes, (EVIL_TRAIN,)), (store.download, (EVIL_TRAIN, tmp_path / "d")),
                      (store.exists, (EVIL_TRAIN,))):
         result = _within(5, fn, *args)
@@ -181,28 +182,28 @@ def test_a_fifo_is_refused_without_blocking(store, landing, tmp_path):
     assert kinds(store)[EVIL_TRAIN] == "special"
 
 
-def test_the_check_is_made_on_the_opened_file(store, landing, monkeypatch, tmp_path):
+def test_the_check_is_made_on_the_opened_file(store, landing_dir, monkeypatch, tmp_path):
     """A swap between the name check and the open (simulated: the name check sees a plain file) is caught."""
-    real = os.stat(landing / VICTIM_TRAIN)
+    real = os.stat(landing_dir / VICTIM_TRAIN)
     monkeypatch.setattr(objectstore, "_lstat", lambda name, dir_fd: real)
     cases = {"fifo": lambda p: os.mkfifo(p), "dir": lambda p: p.mkdir(),
-             "hardlink": lambda p: os.link(landing / VICTIM_TRAIN, p),
-             "symlink": lambda p: p.symlink_to(landing / VICTIM_TRAIN)}
+             "hardlink": lambda p: os.link(landing_dir / VICTIM_TRAIN, p),
+             "symlink": lambda p: p.symlink_to(landing_dir / VICTIM_TRAIN)}
     for name, make in cases.items():
-        make(landing / EVIL_JOB / name)
+        make(landing_dir / EVIL_JOB / name)
         result = _within(5, store.read_bytes, f"{EVIL_JOB}/{name}")
         assert isinstance(result.get("error"), UnsafeObject), name
 
 
-def test_a_directory_where_a_file_is_expected_is_refused(store, landing, tmp_path):
-    (landing / EVIL_TRAIN).mkdir()
+def test_a_directory_where_a_file_is_expected_is_refused(store, landing_dir, tmp_path):
+    (landing_dir / EVIL_TRAIN).mkdir()
     assert_refused_read(store, EVIL_TRAIN, tmp_path, "a directory")
     assert EVIL_TRAIN not in kinds(store)
 
 
-def test_a_file_where_a_folder_is_expected_means_nothing_is_there(store, landing):
-    (landing / EVIL_JOB).rmdir()
-    (landing / EVIL_JOB).write_text("not a folder")
+def test_a_file_where_a_folder_is_expected_means_nothing_is_there(store, landing_dir):
+    (landing_dir / EVIL_JOB).rmdir()
+    (landing_dir / EVIL_JOB).write_text("not a folder")
     with pytest.raises(FileNotFoundError):
         store.read_bytes(EVIL_TRAIN)
     assert store.stat(EVIL_TRAIN) is None and not store.exists(EVIL_TRAIN)
@@ -214,10 +215,10 @@ def test_a_file_where_a_folder_is_expected_means_nothing_is_there(store, landing
 
 @pytest.mark.parametrize("trap", ["results->victim", "results->outside", "results-is-a-file", "results/j->outside"])
 @pytest.mark.parametrize("overwrite", [False, True])
-def test_writes_never_go_through_a_link_or_into_a_file(store, landing, outside, trap, overwrite):
-    results = landing / "tenants/evil/results"
+def test_writes_never_go_through_a_link_or_into_a_file(store, landing_dir, outside, trap, overwrite):
+    results = landing_dir / "tenants/evil/results"
     if trap == "results->victim":
-        results.symlink_to(landing / "tenants/victim/results")
+        results.symlink_to(landing_dir / "tenants/victim/results")
         blocked = "tenants/evil/results is a symbolic link"
     elif trap == "results->outside":
         results.symlink_to(outside)
@@ -229,39 +230,39 @@ def test_writes_never_go_through_a_link_or_into_a_file(store, landing, outside, 
         results.mkdir()
         (results / "j").symlink_to(outside / "sub")
         blocked = "tenants/evil/results/j is a symbolic link"
-    before = snapshot(outside, landing / "tenants/victim")
+    before = snapshot(outside, landing_dir / "tenants/victim")
     with pytest.raises(UnsafeObject) as exc:
         store.write_bytes(REPORT, b"# Job rejected\n", overwrite=overwrite)
     assert str(exc.value).startswith(f"cannot write {REPORT}: {blocked}; ")
-    assert snapshot(outside, landing / "tenants/victim") == before
-    assert not list(outside.rglob("rejected.md")) and not list((landing / "tenants/victim").rglob("rejected.md"))
+    assert snapshot(outside, landing_dir / "tenants/victim") == before
+    assert not list(outside.rglob("rejected.md")) and not list((landing_dir / "tenants/victim").rglob("rejected.md"))
 
 
 @pytest.mark.parametrize("target", ["victim", "outside"])
-def test_overwriting_a_link_replaces_the_link_never_its_target(store, landing, outside, target):
-    victim_report = landing / "tenants/victim/results/j/validation.md"
-    (landing / "tenants/evil/results/j").mkdir(parents=True)
-    link = landing / REPORT
+def test_overwriting_a_link_replaces_the_link_never_its_target(store, landing_dir, outside, target):
+    victim_report = landing_dir / "tenants/victim/results/j/validation.md"
+    (landing_dir / "tenants/evil/results/j").mkdir(parents=True)
+    link = landing_dir / REPORT
     link.symlink_to(victim_report if target == "victim" else outside / "secret.txt")
-    before = snapshot(outside, landing / "tenants/victim")
+    before = snapshot(outside, landing_dir / "tenants/victim")
     with pytest.raises(ObjectExists):
         store.write_bytes(REPORT, b"first")  # without overwrite a link is a taken name, not a way through
     store.write_bytes(REPORT, b"# Job rejected\n", overwrite=True)
     assert not link.is_symlink() and link.read_bytes() == b"# Job rejected\n"
     assert store.read_bytes(REPORT) == b"# Job rejected\n"
-    assert snapshot(outside, landing / "tenants/victim") == before
+    assert snapshot(outside, landing_dir / "tenants/victim") == before
 
 
-def test_a_hard_link_at_the_target_is_replaced_not_written_through(store, landing):
-    victim_report = landing / "tenants/victim/results/j/validation.md"
-    (landing / "tenants/evil/results/j").mkdir(parents=True)
-    os.link(victim_report, landing / REPORT)
+def test_a_hard_link_at_the_target_is_replaced_not_written_through(store, landing_dir):
+    victim_report = landing_dir / "tenants/victim/results/j/validation.md"
+    (landing_dir / "tenants/evil/results/j").mkdir(parents=True)
+    os.link(victim_report, landing_dir / REPORT)
     store.write_bytes(REPORT, b"mine", overwrite=True)
     assert victim_report.read_bytes() == b"victim report" and victim_report.stat().st_nlink == 1
 
 
-def test_a_directory_at_the_target_is_refused(store, landing):
-    (landing / REPORT).mkdir(parents=True)
+def test_a_directory_at_the_target_is_refused(store, landing_dir):
+    (landing_dir / REPORT).mkdir(parents=True)
     with pytest.raises(UnsafeObject, match=f"^cannot write {REPORT}: {REPORT} is a directory"):
         store.write_bytes(REPORT, b"x", overwrite=True)
     with pytest.raises(ObjectExists):
@@ -297,33 +298,33 @@ def test_writes_without_renameat2_still_never_overwrite(tmp_path, monkeypatch):
 # -- deletion ------------------------------------------------------------------------------------------------
 
 
-def test_deleting_a_tenant_whose_folder_is_a_link_removes_only_the_link(store, landing, outside):
-    evil = landing / "tenants/evil"
+def test_deleting_a_tenant_whose_folder_is_a_link_removes_only_the_link(store, landing_dir, outside):
+    evil = landing_dir / "tenants/evil"
     for p in (evil / "jobs/j", evil / "jobs"):
         p.rmdir()
     evil.rmdir()
-    evil.symlink_to(landing / "tenants/victim")
-    before = snapshot(outside, landing / "tenants/victim")
+    evil.symlink_to(landing_dir / "tenants/victim")
+    before = snapshot(outside, landing_dir / "tenants/victim")
     assert store.delete_prefix("tenants/evil/") == 1
     assert not evil.exists() and not evil.is_symlink()
-    assert snapshot(outside, landing / "tenants/victim") == before
+    assert snapshot(outside, landing_dir / "tenants/victim") == before
 
 
-def test_deleting_a_tenant_never_follows_links_inside_it(store, landing, outside):
-    (landing / EVIL_JOB / "out").symlink_to(outside)
-    (landing / EVIL_JOB / "victim").symlink_to(landing / "tenants/victim")
-    (landing / EVIL_TRAIN).write_text("x")
-    before = snapshot(outside, landing / "tenants/victim")
+def test_deleting_a_tenant_never_follows_links_inside_it(store, landing_dir, outside):
+    (landing_dir / EVIL_JOB / "out").symlink_to(outside)
+    (landing_dir / EVIL_JOB / "victim").symlink_to(landing_dir / "tenants/victim")
+    (landing_dir / EVIL_TRAIN).write_text("x")
+    before = snapshot(outside, landing_dir / "tenants/victim")
     assert store.delete_prefix("tenants/evil/") == 3
-    assert not (landing / "tenants/evil").exists()
-    assert snapshot(outside, landing / "tenants/victim") == before
+    assert not (landing_dir / "tenants/evil").exists()
+    assert snapshot(outside, landing_dir / "tenants/victim") == before
 
 
 # -- sizes ---------------------------------------------------------------------------------------------------
 
 
-def test_max_bytes_refuses_a_large_local_file_without_reading_it(store, landing, tmp_path):
-    path = landing / EVIL_TRAIN
+def test_max_bytes_refuses_a_large_local_file_without_reading_it(store, landing_dir, tmp_path):
+    path = landing_dir / EVIL_TRAIN
     with open(path, "wb") as f:
         f.truncate(1 << 30)  # a sparse 1 GiB: reading it all would show in time and memory
     with pytest.raises(ObjectTooLarge, match=f"^{EVIL_TRAIN} is 1,073,741,824 bytes, over the limit of 1,000 bytes"):
@@ -335,8 +336,8 @@ def test_max_bytes_refuses_a_large_local_file_without_reading_it(store, landing,
     assert store.read_bytes(VICTIM_TRAIN, max_bytes=len(b'{"text": "victim data"}\n')) == b'{"text": "victim data"}\n'
 
 
-def test_max_bytes_holds_for_a_file_that_grows_while_it_is_read(store, landing, monkeypatch):
-    (landing / EVIL_TRAIN).write_bytes(b"x" * 5000)
+def test_max_bytes_holds_for_a_file_that_grows_while_it_is_read(store, landing_dir, monkeypatch):
+    (landing_dir / EVIL_TRAIN).write_bytes(b"x" * 5000)
     real_fstat = os.fstat
 
     def shrunk(fd):  # the size seen at open is small, the file then grows
@@ -386,15 +387,15 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)  # KiB on Lin
 """
 
 
-def test_download_streams_instead_of_holding_the_object(store, landing, tmp_path):
+def test_download_streams_instead_of_holding_the_object(store, landing_dir, tmp_path):
     size = 200 * 1024 * 1024
-    with open(landing / EVIL_TRAIN, "wb") as f:
+    with open(landing_dir / EVIL_TRAIN, "wb") as f:
         f.truncate(size)
         f.write(b"start")
         f.seek(size - 3)
         f.write(b"end")
     dest = tmp_path / "copy"
-    out = subprocess.run([sys.executable, "-c", _DOWNLOAD_RSS, str(landing), EVIL_TRAIN, str(dest), str(size)],
+    out = subprocess.run([sys.executable, "-c", _DOWNLOAD_RSS, str(landing_dir), EVIL_TRAIN, str(dest), str(size)],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True)
     growth_kib = int(out.stdout.strip())
     assert growth_kib < 100 * 1024, f"download grew the process by {growth_kib} KiB"
@@ -428,16 +429,16 @@ def test_a_folder_its_tenant_made_unsearchable_is_skipped_not_fatal_to_the_listi
     try:
         root.chmod(0o755)
         shutil.copy(REPO_ROOT / "ftpipe" / "objectstore.py", root / "objectstore.py")
-        landing = root / "landing"
-        store = LocalObjectStore(landing)
+        landing_dir = root / "landing"
+        store = LocalObjectStore(landing_dir)
         for tenant in ("aaa", "bbb", "zzz"):
             store.write_bytes(f"tenants/{tenant}/jobs/j1/manifest.yaml", b"x")
-        (landing / "tenants/aaa/jobs/j1").chmod(0o744)  # readable, not searchable
-        (landing / "tenants/bbb/jobs").chmod(0o000)
+        (landing_dir / "tenants/aaa/jobs/j1").chmod(0o744)  # readable, not searchable
+        (landing_dir / "tenants/bbb/jobs").chmod(0o000)
         script = ("import sys; sys.path.insert(0, sys.argv[1]); from objectstore import LocalObjectStore; "
                   "print(sorted(o.key for o in LocalObjectStore(sys.argv[2]).list('tenants/')))")
         listed = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
-                                 "-I", "-c", script, str(root), str(landing)], capture_output=True, text=True,
+                                 "-I", "-c", script, str(root), str(landing_dir)], capture_output=True, text=True,
                                 timeout=60)
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.strip() == "['tenants/zzz/jobs/j1/manifest.yaml']"

@@ -6,7 +6,7 @@ import torch
 
 from ftpipe.training.runner import run_training
 from ftpipe.training.sft import build_sft_trainer
-from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import tiny_spec
 
 pytestmark = pytest.mark.slow
 
@@ -17,8 +17,7 @@ def test_a_packed_row_gives_every_example_exactly_its_unpacked_logits_and_labels
 
     path, tokenizer = sft_train_file
     model = AutoModelForCausalLM.from_pretrained(tiny_model.path, dtype=torch.float32).eval()
-    spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(path), output_dir=str(tmp_path),
-                        packing=True, max_seq_len=256, micro_batch_size=1)
+    spec = tiny_spec(tiny_model, path, tmp_path, packing=True, max_seq_len=256, micro_batch_size=1)
     trainer, _ = build_sft_trainer(spec, model, tokenizer, dict(output_dir=str(tmp_path), max_length=256,
                                    use_cpu=True, report_to=[], per_device_train_batch_size=1), [], None)
     masks = {tuple(ids): mask for ids, mask in pl.read_parquet(path).select("input_ids", "assistant_masks").iter_rows()}
@@ -42,8 +41,8 @@ def test_a_packed_row_gives_every_example_exactly_its_unpacked_logits_and_labels
 
 
 def test_packed_training_trains(tiny_model, sft_train_file, tmp_path):
-    spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]), output_dir=str(tmp_path),
-                        packing=True, max_seq_len=256, micro_batch_size=2, max_steps=20, logging_steps=5)
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path, packing=True, max_seq_len=256, micro_batch_size=2,
+                     max_steps=20, logging_steps=5)
     result = run_training(spec)
     assert result.outcome == "completed" and result.steps == 20
     assert result.loss_history[-1][1] < result.loss_history[0][1]

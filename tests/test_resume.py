@@ -20,6 +20,7 @@ import pytest
 from ftpipe.training.checkpoints import MANIFEST_NAME
 from ftpipe.training.local import EXIT_INTERRUPTED
 from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import tiny_spec
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +28,9 @@ HARNESS = Path(__file__).parent / "helpers" / "trainer_harness.py"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _spec(tiny_model, train_file, output_dir: Path) -> TrainJobSpec:
-    return TrainJobSpec(base_model_path=tiny_model.path, train_file=str(train_file), output_dir=str(output_dir),
-                        learning_rate=2e-3, max_steps=40, micro_batch_size=4, logging_steps=5, save_steps=10,
-                        save_minutes=600, keep_checkpoints=2)
+# The one spec every run here trains (only the output folder differs).
+SETTINGS = dict(learning_rate=2e-3, max_steps=40, micro_batch_size=4, logging_steps=5, save_steps=10, save_minutes=600,
+               keep_checkpoints=2)
 
 
 def _harness(spec: TrainJobSpec, *flags: str, wait: bool = True, env: dict | None = None):
@@ -57,7 +57,7 @@ def _weights(adapter_dir: str) -> dict:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model, sft_train_file, tmp_path_factory) -> dict:
-    spec = _spec(tiny_model, sft_train_file[0], tmp_path_factory.mktemp("reference"))
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path_factory.mktemp("reference"), SETTINGS)
     done = _harness(spec)
     assert done.returncode == 0, done.stderr[-3000:]
     return _result(spec)
@@ -77,7 +77,7 @@ def _assert_same_run(result: dict, reference: dict) -> None:
 
 def test_sigkill_mid_interval_then_resume_ends_exactly_where_the_uninterrupted_run_ends(
         tiny_model, sft_train_file, tmp_path, reference):
-    spec = _spec(tiny_model, sft_train_file[0], tmp_path / "job")
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path / "job", SETTINGS)
     killed = _harness(spec, "--sigkill-at-step", "13")
     assert killed.returncode == -signal.SIGKILL
     committed = sorted(p.name for p in (tmp_path / "job" / "checkpoints").glob("checkpoint-*"))
@@ -92,7 +92,7 @@ def test_sigkill_mid_interval_then_resume_ends_exactly_where_the_uninterrupted_r
 
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tiny_model, sft_train_file, tmp_path,
                                                                     reference):
-    spec = _spec(tiny_model, sft_train_file[0], tmp_path / "job")
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path / "job", SETTINGS)
     assert _harness(spec, "--sigkill-at-step", "25").returncode == -signal.SIGKILL
     root = tmp_path / "job" / "checkpoints"
     weights = root / "checkpoint-20" / "adapter_model.safetensors"
@@ -113,7 +113,7 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(tiny_model, 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGUSR1"])
 def test_a_stop_signal_checkpoints_at_the_next_step_and_exits_cleanly(tiny_model, sft_train_file, tmp_path,
                                                                       reference, sig):
-    spec = _spec(tiny_model, sft_train_file[0], tmp_path / "job")
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path / "job", SETTINGS)
     stopped = _harness(spec, "--signal-at-step", f"17:{sig}")
     assert stopped.returncode == EXIT_INTERRUPTED, stopped.stderr[-3000:]
     result = _result(spec)
@@ -135,7 +135,7 @@ def test_a_stop_signal_checkpoints_at_the_next_step_and_exits_cleanly(tiny_model
 
 def test_the_trainer_stops_at_a_checkpoint_when_its_parent_dies(tiny_model, sft_train_file, tmp_path):
     """A SIGKILLed run worker sends no signal; the trainer must still not keep running (and holding a GPU)."""
-    spec = dataclasses.replace(_spec(tiny_model, sft_train_file[0], tmp_path / "job"), max_steps=10_000)
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path / "job", SETTINGS, max_steps=10_000)
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "spec.json").write_text(json.dumps(dataclasses.asdict(spec)))
     steps_file = tmp_path / "steps"

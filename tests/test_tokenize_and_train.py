@@ -2,12 +2,11 @@ import json
 
 import polars as pl
 import pytest
-import torch
 
 from ftpipe import synthetic
 from ftpipe.data.tokenize import tokenize_frame, tokenize_messages
 from ftpipe.training.runner import run_training
-from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import heldout_loss, tiny_spec
 
 
 def test_mask_covers_exactly_the_assistant_answer_and_its_end_of_turn(tokenizer):
@@ -25,16 +24,6 @@ def test_truncation_is_reported(tokenizer):
     assert len(ids) == len(mask) == 8 and truncated
 
 
-def _heldout_loss(model, tokenizer, conversations) -> float:
-    losses = []
-    with torch.no_grad():
-        for conv in conversations:
-            ids, mask, _ = tokenize_messages(tokenizer, conv, 512)
-            labels = torch.tensor([[i if m else -100 for i, m in zip(ids, mask)]])
-            losses.append(model(input_ids=torch.tensor([ids]), labels=labels).loss.item())
-    return sum(losses) / len(losses)
-
-
 @pytest.mark.quality
 def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, tokenizer, tmp_path):
     from peft import PeftModel
@@ -45,8 +34,8 @@ def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, token
                           "messages": [json.dumps(c) for c in train]})
     tokenize_frame(tokenizer, frame, 256).write_parquet(tmp_path / "train.parquet")
     seen = []
-    result = run_training(TrainJobSpec(base_model_path=tiny_model.path, train_file=str(tmp_path / "train.parquet"),
-                                  output_dir=str(tmp_path / "out"), epochs=4, logging_steps=10), sink=seen.append)
+    result = run_training(tiny_spec(tiny_model, tmp_path / "train.parquet", tmp_path / "out", epochs=4,
+                                    logging_steps=10), sink=seen.append)
     assert result.steps == 60 and len(seen) == 6
     assert {"loss", "learning_rate", "grad_norm", "tokens_per_second"} <= set(seen[0])
     adapter = tmp_path / "out" / "adapter"
@@ -56,9 +45,9 @@ def test_lora_sft_lowers_heldout_loss_and_saves_a_peft_adapter(tiny_model, token
 
     heldout = synthetic.acme_support(24, seed=99)
     base = AutoModelForCausalLM.from_pretrained(tiny_model.path)
-    base_loss = _heldout_loss(base, tokenizer, heldout)
+    base_loss = heldout_loss(base, tokenizer, heldout)
     tuned = PeftModel.from_pretrained(base, str(adapter))
-    tuned_loss = _heldout_loss(tuned, tokenizer, heldout)
+    tuned_loss = heldout_loss(tuned, tokenizer, heldout)
     assert tuned_loss < 0.8 * base_loss, (base_loss, tuned_loss)
 
 

@@ -1,7 +1,5 @@
 """NaN aborts with advice and keeps no poisoned checkpoint; out of memory retries once with half the micro-batch."""
 
-import dataclasses
-
 import pytest
 import torch
 from transformers import TrainerCallback
@@ -9,15 +7,13 @@ from transformers import TrainerCallback
 from ftpipe.training import checkpoints
 from ftpipe.training.failures import PLATFORM, USER, OutOfMemory, TimeLimitExceeded, TrainingDiverged
 from ftpipe.training.runner import run_training
-from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import tiny_spec
 
 pytestmark = pytest.mark.slow
 
 
-def _spec(tiny_model, sft_train_file, tmp_path, **changes) -> TrainJobSpec:
-    spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]),
-                        output_dir=str(tmp_path), max_steps=20, micro_batch_size=8, logging_steps=1, save_steps=5)
-    return dataclasses.replace(spec, **changes)
+# Every run here: a loss each step and a checkpoint every 5, on sft_train_file into tmp_path.
+SETTINGS = dict(max_steps=20, micro_batch_size=8, logging_steps=1, save_steps=5)
 
 
 class PoisonWeightAt(TrainerCallback):
@@ -47,7 +43,7 @@ class OutOfMemoryAbove(TrainerCallback):
 
 
 def test_nan_aborts_with_advice_and_keeps_no_checkpoint_after_it(tiny_model, sft_train_file, tmp_path):
-    spec = _spec(tiny_model, sft_train_file, tmp_path, tenant_overrides=["learning_rate"])
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path, SETTINGS, tenant_overrides=["learning_rate"])
     with pytest.raises(TrainingDiverged) as raised:
         run_training(spec, extra_callbacks=[PoisonWeightAt(7)])
     failure = raised.value
@@ -61,14 +57,15 @@ def test_nan_aborts_with_advice_and_keeps_no_checkpoint_after_it(tiny_model, sft
 
 def test_a_huge_learning_rate_diverges_without_any_injection(tiny_model, sft_train_file, tmp_path):
     with pytest.raises(TrainingDiverged, match="diverged at step"):
-        run_training(_spec(tiny_model, sft_train_file, tmp_path, learning_rate=1e4))
+        run_training(tiny_spec(tiny_model, sft_train_file[0], tmp_path, SETTINGS, learning_rate=1e4))
 
 
 def test_out_of_memory_retries_once_with_half_the_micro_batch_and_the_same_effective_batch(
         tiny_model, sft_train_file, tmp_path):
     oom = OutOfMemoryAbove(4)
     messages = []
-    result = run_training(_spec(tiny_model, sft_train_file, tmp_path), extra_callbacks=[oom], log=messages.append)
+    result = run_training(tiny_spec(tiny_model, sft_train_file[0], tmp_path, SETTINGS), extra_callbacks=[oom],
+                          log=messages.append)
     assert oom.raised == 1 and result.oom_retries == 1
     assert (result.micro_batch_size, result.gradient_accumulation_steps) == (4, 2)
     assert result.outcome == "completed" and result.steps == 20
@@ -80,7 +77,8 @@ def test_out_of_memory_twice_gives_up_and_says_whose_setting_it_was(tiny_model, 
                                                                     overrides, error_class):
     oom = OutOfMemoryAbove(1)
     with pytest.raises(OutOfMemory) as raised:
-        run_training(_spec(tiny_model, sft_train_file, tmp_path, tenant_overrides=overrides), extra_callbacks=[oom])
+        run_training(tiny_spec(tiny_model, sft_train_file[0], tmp_path, SETTINGS, tenant_overrides=overrides),
+                     extra_callbacks=[oom])
     assert oom.raised == 2  # the original and exactly one retry
     assert raised.value.error_class == error_class
     assert "micro_batch_size=4" in raised.value.message
@@ -88,8 +86,8 @@ def test_out_of_memory_twice_gives_up_and_says_whose_setting_it_was(tiny_model, 
 
 
 def test_a_job_past_its_time_limit_stops_at_a_checkpoint_as_the_tenants_failure(tiny_model, sft_train_file, tmp_path):
-    spec = _spec(tiny_model, sft_train_file, tmp_path, max_steps=100_000, save_steps=100_000,
-                 max_runtime_seconds=6)
+    spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path, SETTINGS, max_steps=100_000, save_steps=100_000,
+                     max_runtime_seconds=6)
     with pytest.raises(TimeLimitExceeded) as failure:
         run_training(spec)
     assert failure.value.error_class == USER

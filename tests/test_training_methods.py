@@ -7,21 +7,10 @@ import pytest
 import torch
 
 from ftpipe import synthetic
-from ftpipe.data.tokenize import tokenize_messages
 from ftpipe.training.runner import run_training
-from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import heldout_loss, tiny_spec
 
 pytestmark = pytest.mark.slow
-
-
-def _heldout_loss(model, tokenizer) -> float:
-    losses = []
-    with torch.no_grad():
-        for conv in synthetic.acme_support(16, seed=99):
-            ids, mask, _ = tokenize_messages(tokenizer, conv, 512)
-            labels = torch.tensor([[i if m else -100 for i, m in zip(ids, mask)]])
-            losses.append(model(input_ids=torch.tensor([ids]), labels=labels).loss.item())
-    return sum(losses) / len(losses)
 
 
 @pytest.mark.quality
@@ -32,12 +21,13 @@ def test_method_trains_saves_reloads_and_lowers_heldout_loss(method, lr, tiny_mo
     from transformers import AutoModelForCausalLM
 
     path, tokenizer = sft_train_file
-    spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(path), output_dir=str(tmp_path),
-                        method=method, learning_rate=lr, epochs=5, logging_steps=6, save_steps=10**6)
+    spec = tiny_spec(tiny_model, path, tmp_path, method=method, learning_rate=lr, epochs=5, logging_steps=6,
+                     save_steps=10**6)
     result = run_training(spec)
     assert result.steps == 60
     base = AutoModelForCausalLM.from_pretrained(tiny_model.path)
-    base_loss = _heldout_loss(base, tokenizer)
+    heldout = synthetic.acme_support(16, seed=99)
+    base_loss = heldout_loss(base, tokenizer, heldout)
     if method == "full":
         tuned = AutoModelForCausalLM.from_pretrained(result.adapter_dir)
     else:
@@ -45,7 +35,7 @@ def test_method_trains_saves_reloads_and_lowers_heldout_loss(method, lr, tiny_mo
         assert config["use_dora"] == (method == "dora") and config["use_rslora"] == (method == "rslora")
         # A QLoRA adapter is applied to the full-precision base, as it is served.
         tuned = PeftModel.from_pretrained(base, result.adapter_dir)
-    assert _heldout_loss(tuned, tokenizer) < 0.9 * base_loss
+    assert heldout_loss(tuned, tokenizer, heldout) < 0.9 * base_loss
 
 
 def test_qlora_gradients_match_a_full_precision_reference_after_an_eval_forward(tiny_model, sft_train_file):
@@ -94,9 +84,8 @@ def test_activation_checkpointing_trains_the_same_adapter(tiny_model, sft_train_
     """Chosen by the plan only when memory needs it; recomputation must not change what is learned."""
     runs = []
     for checkpointing in (False, True):
-        spec = TrainJobSpec(base_model_path=tiny_model.path, train_file=str(sft_train_file[0]),
-                            output_dir=str(tmp_path / str(checkpointing)), max_steps=10, logging_steps=1,
-                            save_steps=10**6, activation_checkpointing=checkpointing)
+        spec = tiny_spec(tiny_model, sft_train_file[0], tmp_path / str(checkpointing), max_steps=10,
+                         logging_steps=1, save_steps=10**6, activation_checkpointing=checkpointing)
         runs.append(run_training(spec).loss_history)
     assert len(runs[0]) == len(runs[1]) == 10
     assert max(abs(a - b) for (_, a), (_, b) in zip(*runs)) < 1e-5

@@ -24,6 +24,7 @@ from ftpipe.data.tokenize import tokenize_frame
 from ftpipe.training.checkpoints import CheckpointArea, step_of
 from ftpipe.training.runner import TRAINING_RESULT, completed_training, run_training, save_completed
 from ftpipe.training.spec import TrainJobSpec
+from tests.helpers.training import tiny_spec
 
 HARNESS = Path(__file__).parent / "helpers" / "trainer_harness.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -65,18 +66,15 @@ def codes(tokenizer, tmp_path_factory) -> tuple[Path, Path]:
     return train, held_out
 
 
-def _spec(tiny_model, codes, output_dir: Path, **overrides) -> TrainJobSpec:
-    train, held_out = codes
-    return dataclasses.replace(TrainJobSpec(
-        base_model_path=tiny_model.path, train_file=str(train), eval_file=str(held_out), output_dir=str(output_dir),
-        learning_rate=7e-3, epochs=STEPS, micro_batch_size=8, warmup_ratio=0.0, logging_steps=2, eval_steps=4,
-        save_steps=6, save_minutes=600, keep_checkpoints=2), **overrides)
+# The overfitting run's settings (a spec trains on codes[0] and is evaluated on codes[1]).
+OVERFIT = dict(learning_rate=7e-3, epochs=STEPS, micro_batch_size=8, warmup_ratio=0.0, logging_steps=2, eval_steps=4,
+               save_steps=6, save_minutes=600, keep_checkpoints=2)
 
 
 @pytest.fixture(scope="module")
 def best_run(tiny_model, codes, tmp_path_factory):
     """The overfitting run with checkpoint_selection best: (spec, result, everything the sink received)."""
-    spec = _spec(tiny_model, codes, tmp_path_factory.mktemp("best"))
+    spec = tiny_spec(tiny_model, codes[0], tmp_path_factory.mktemp("best"), OVERFIT, eval_file=codes[1])
     seen = []
     return spec, run_training(spec, sink=seen.append), seen
 
@@ -153,7 +151,8 @@ def test_the_best_weights_score_better_on_the_held_out_split_than_the_last(tiny_
 
 
 def test_selection_last_keeps_the_last_weights(tiny_model, codes, best_run, tmp_path):
-    spec = _spec(tiny_model, codes, tmp_path / "last", checkpoint_selection="last")
+    spec = tiny_spec(tiny_model, codes[0], tmp_path / "last", OVERFIT, eval_file=codes[1],
+                     checkpoint_selection="last")
     result = run_training(spec)
     assert result.checkpoint_selection == "last" and result.selected_step == STEPS
     assert result.best_step == best_run[1].best_step  # measured all the same
@@ -164,7 +163,8 @@ def test_selection_last_keeps_the_last_weights(tiny_model, codes, best_run, tmp_
 
 @pytest.mark.quality  # rests on where the tiny model's held-out loss turns (make test-kernels)
 def test_early_stopping_stops_before_max_steps_and_counts_as_completed(tiny_model, codes, best_run, tmp_path):
-    spec = _spec(tiny_model, codes, tmp_path / "early", early_stopping_patience=2, save_steps=4)
+    spec = tiny_spec(tiny_model, codes[0], tmp_path / "early", OVERFIT, eval_file=codes[1],
+                     early_stopping_patience=2, save_steps=4)
     result = run_training(spec)
     # Where the curve turns differs between builds (step 8 on most, 4 on an avx2 build at one thread); what is
     # asserted is relative to the full run's curve: two evaluations without improvement after its best, then stop.
@@ -230,7 +230,7 @@ def _harness(spec: TrainJobSpec, *flags: str) -> subprocess.CompletedProcess:
 def test_a_resumed_run_keeps_the_right_best_weights(tiny_model, codes, tmp_path):
     # Evaluated every 2 steps, so that the case below needs only the held-out loss's first fall, which every build
     # shows, not where it turns, which differs between builds.
-    spec = _spec(tiny_model, codes, tmp_path / "job", eval_steps=2)
+    spec = tiny_spec(tiny_model, codes[0], tmp_path / "job", OVERFIT, eval_file=codes[1], eval_steps=2)
     reference = run_training(dataclasses.replace(spec, output_dir=str(tmp_path / "reference")))
     first = reference.eval_history[0]
     # The case needs an improvement on an earlier best between two checkpoints: checkpoint c knows the best
@@ -275,8 +275,8 @@ def test_two_workers_keep_the_same_best_weights_as_one_process(tiny_model, codes
     (the Trainer averages per-batch means), not the steps."""
     from ftpipe.launch.command import worker_command
 
-    base = _spec(tiny_model, codes, tmp_path / "single", method=method, learning_rate=lr, max_steps=12,
-                 eval_steps=2)
+    base = tiny_spec(tiny_model, codes[0], tmp_path / "single", OVERFIT, eval_file=codes[1], method=method,
+                     learning_rate=lr, max_steps=12, eval_steps=2)
     single = run_training(base)
     spec = dataclasses.replace(base, output_dir=str(tmp_path / "double"), micro_batch_size=4)
     (tmp_path / "double").mkdir()
@@ -316,17 +316,18 @@ def test_dpo_measures_its_validation_loss_on_held_out_pairs(tiny_model, tokenize
     pairs(synthetic.acme_preferences(32, seed=5)).write_parquet(tmp_path / "train.parquet")
     pairs(synthetic.acme_preferences(8, seed=99)).write_parquet(tmp_path / "holdout.parquet")
     seen = []
-    result = run_training(TrainJobSpec(
-        base_model_path=tiny_model.path, train_file=str(tmp_path / "train.parquet"),
-        eval_file=str(tmp_path / "holdout.parquet"), output_dir=str(tmp_path / "out"), objective="dpo",
-        learning_rate=2e-3, max_steps=8, micro_batch_size=8, logging_steps=4, eval_steps=4), sink=seen.append)
+    result = run_training(tiny_spec(
+        tiny_model, tmp_path / "train.parquet", tmp_path / "out", eval_file=tmp_path / "holdout.parquet",
+        objective="dpo", learning_rate=2e-3, max_steps=8, micro_batch_size=8, logging_steps=4, eval_steps=4),
+        sink=seen.append)
     assert [s for s, _ in result.eval_history] == [4, 8] == [m["step"] for m in seen if "eval_loss" in m]
     assert result.eval_history[1][1] < result.eval_history[0][1]  # the held-out pairs are learned too
     assert result.best_step == 8 and result.checkpoint_selection == "best"
 
 
 def test_automatic_eval_steps_give_about_ten_evaluations(tiny_model, codes, tmp_path):
-    spec = _spec(tiny_model, codes, tmp_path / "auto", eval_steps=0, epochs=5, logging_steps=5)
+    spec = tiny_spec(tiny_model, codes[0], tmp_path / "auto", OVERFIT, eval_file=codes[1], eval_steps=0, epochs=5,
+                     logging_steps=5)
     result = run_training(spec)
     assert [s for s, _ in result.eval_history] == [1, 2, 3, 4, 5]  # a tenth of 5 steps, rounded up
 

@@ -80,14 +80,13 @@ def learned_text(tokenizer, ids: list[int], mask: list[int]) -> list[str]:
 def train_a_few_steps(tiny_model, tokenizer, validated: Validated, tmp_path: Path, steps: int = 3):
     """A few real LoRA steps on the file's tokenized train split: the format reaches the trainer intact."""
     from ftpipe.training.runner import run_training
-    from ftpipe.training.spec import TrainJobSpec
+    from tests.helpers.training import tiny_spec
 
     train_file = tmp_path / "train.tokenized.parquet"
     tokenize_to_parquet(tokenizer, validated.examples_file, train_file, 256, "sft")
     logged: list[dict] = []
-    result = run_training(TrainJobSpec(base_model_path=tiny_model.path, train_file=str(train_file),
-                                       output_dir=str(tmp_path / "run"), max_steps=steps, micro_batch_size=4,
-                                       logging_steps=1, save_steps=1000), sink=logged.append)
+    result = run_training(tiny_spec(tiny_model, train_file, tmp_path / "run", max_steps=steps, micro_batch_size=4,
+                                    logging_steps=1, save_steps=1000), sink=logged.append)
     assert result.outcome == "completed" and result.steps == steps
     losses = [m["loss"] for m in logged if "loss" in m]
     assert len(losses) == steps and all(math.isfinite(x) and x > 0 for x in losses)
