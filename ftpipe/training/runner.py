@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -36,6 +37,9 @@ from ftpipe.training.failures import OutOfMemory, TimeLimitExceeded, TrainingDiv
 from ftpipe.training.interrupts import StopRequest, stop_after
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe.training.validation import best_of, eval_history
+
+if TYPE_CHECKING:  # imported where used: they import torch and transformers
+    from ftpipe.training.callbacks import BestAdapter, CheckpointSchedule, CommitCheckpoints, Divergence, LossWindow
 
 MetricsSink = Callable[[dict], None]
 Log = Callable[[str], None]
@@ -123,24 +127,45 @@ def _run_with_retries(spec: TrainJobSpec, sink: MetricsSink, stop: StopRequest, 
 
 def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | None, sink: MetricsSink,
            stop: StopRequest | None, log: Log, extra_callbacks: Sequence) -> TrainResult:
-    import torch
+    """One attempt: the TRL trainer of the objective, the platform's callbacks around it, trained to the end or
+    to a stop, and what it did, measured."""
     from transformers import AutoTokenizer, PrinterCallback
 
-    from ftpipe.training.callbacks import (
-        BestAdapter,
-        CheckpointSchedule,
-        CommitCheckpoints,
-        Divergence,
-        DivergenceGuard,
-        LossWindow,
-        MetricsToSink,
-    )
+    from ftpipe.training.callbacks import MetricsToSink
     from ftpipe.training.methods import load_base_model, peft_config
 
     tokenizer = AutoTokenizer.from_pretrained(spec.base_model_path)
     model = load_base_model(spec.base_model_path, spec.method, spec.qlora_compute_dtype)
+    watch = _Watchers.around(spec, area, resume, stop, log)
+    trainer, tokens_per_step = _trainer_builder(spec.objective)(
+        spec, model, tokenizer, _training_arguments(spec, area), [*extra_callbacks, *watch.callbacks()],
+        peft_config(spec.method, spec.lora_r, spec.lora_alpha, spec.lora_dropout, spec.target_modules))
+    watch.attach(trainer)
+    trainer.add_callback(MetricsToSink(sink, tokens_per_step))
+    trainer.remove_callback(PrinterCallback)  # the sink reports progress; raw log dicts on stdout are noise
+    if resume is not None:
+        log(f"resuming from {resume.name}")
+    start = time.monotonic()
+    output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    seconds = time.monotonic() - start
+    if watch.divergence.step is not None:  # divergence.happened, in a form the type checker follows
+        raise TrainingDiverged.at(watch.divergence.step, watch.divergence.detail, spec.learning_rate,
+                                  spec.tenant_overrides)
+    measured = _measured(spec, trainer.state, float(output.training_loss), resume, watch, tokens_per_step, seconds)
+    stopped_early = watch.best.stopped_early_at is not None  # finished, even when a stop came at that step
+    if watch.schedule.stopped_at is not None and trainer.state.global_step < trainer.state.max_steps \
+            and not stopped_early:
+        return TrainResult(outcome=INTERRUPTED, adapter_dir=None, stop_reason=stop.reason if stop else None,
+                           **measured)
+    return _completed(spec, trainer, tokenizer, watch, measured, stopped_early, log)
+
+
+def _training_arguments(spec: TrainJobSpec, area: checkpoints.CheckpointArea) -> dict:
+    """The arguments every objective's TRL config shares (``SFTConfig`` / ``DPOConfig``)."""
+    import torch
+
     on_gpu = torch.cuda.is_available()
-    common_args = dict(
+    return dict(
         output_dir=str(area.staging),  # committed out of staging by CommitCheckpoints
         learning_rate=spec.learning_rate,
         num_train_epochs=spec.epochs,
@@ -165,57 +190,80 @@ def _train(spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | 
         disable_tqdm=not spec.progress_bar,
         **_sharding(spec),
     )
-    build = _trainer_builder(spec.objective)
-    divergence = Divergence()
-    schedule = CheckpointSchedule(spec.save_minutes, stop)
-    committer = CommitCheckpoints(area, spec.keep_checkpoints, divergence, log)
-    window = LossWindow(resume, log)  # writes into a checkpoint before the committer seals it
-    best = BestAdapter(Path(spec.output_dir) / "best", area, spec.checkpoint_selection == "best",
-                       spec.early_stopping_patience, log)
-    callbacks = [*extra_callbacks, DivergenceGuard(divergence), schedule, window, best, committer]
-    trainer, tokens_per_step = build(spec, model, tokenizer, common_args, callbacks,
-                                     peft_config(spec.method, spec.lora_r, spec.lora_alpha, spec.lora_dropout,
-                                                 spec.target_modules))
-    window.trainer = best.trainer = trainer
-    trainer.add_callback(MetricsToSink(sink, tokens_per_step))
-    trainer.remove_callback(PrinterCallback)  # the sink reports progress; raw log dicts on stdout are noise
-    if resume is not None:
-        log(f"resuming from {resume.name}")
-    start = time.monotonic()
-    start_step = checkpoints.step_of(resume) if resume else 0
-    output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    seconds = time.monotonic() - start
-    state = trainer.state
+
+
+@dataclass
+class _Watchers:
+    """The platform's callbacks on a training: divergence, checkpoints on a clock and on stop requests, the
+    loss window kept across resumes, the best adapter (and early stopping), and the atomic commits."""
+    divergence: Divergence
+    schedule: CheckpointSchedule
+    window: LossWindow
+    best: BestAdapter
+    committer: CommitCheckpoints
+
+    @classmethod
+    def around(cls, spec: TrainJobSpec, area: checkpoints.CheckpointArea, resume: Path | None,
+               stop: StopRequest | None, log: Log) -> _Watchers:
+        from ftpipe.training.callbacks import (
+            BestAdapter,
+            CheckpointSchedule,
+            CommitCheckpoints,
+            Divergence,
+            LossWindow,
+        )
+
+        divergence = Divergence()
+        return cls(divergence=divergence, schedule=CheckpointSchedule(spec.save_minutes, stop),
+                   window=LossWindow(resume, log),
+                   best=BestAdapter(Path(spec.output_dir) / "best", area, spec.checkpoint_selection == "best",
+                                    spec.early_stopping_patience, log),
+                   committer=CommitCheckpoints(area, spec.keep_checkpoints, divergence, log))
+
+    def callbacks(self) -> list:
+        from ftpipe.training.callbacks import DivergenceGuard
+
+        # In this order: the loss window writes into a checkpoint before the committer seals it.
+        return [DivergenceGuard(self.divergence), self.schedule, self.window, self.best, self.committer]
+
+    def attach(self, trainer) -> None:
+        """The two that read the trainer's model and state, once it exists."""
+        self.window.trainer = self.best.trainer = trainer
+
+
+def _measured(spec: TrainJobSpec, state, train_loss: float, resume: Path | None, watch: _Watchers,
+              tokens_per_step: float, seconds: float) -> dict:
+    """What the attempt did, from the trainer's state: the fields every ``TrainResult`` has."""
     history = [(int(e["step"]), float(e["loss"])) for e in state.log_history if "loss" in e]
     evaluations = eval_history(state.log_history)
     lowest = best_of(evaluations)
-    if divergence.step is not None:  # divergence.happened, in a form the type checker follows
-        raise TrainingDiverged.at(divergence.step, divergence.detail, spec.learning_rate, spec.tenant_overrides)
-    last = committer.last_committed or resume
-    trained_tokens = int(tokens_per_step * (state.global_step - start_step))
-    common = dict(
-        steps=state.global_step, max_steps=state.max_steps, train_loss=float(output.training_loss),
-        final_loss=history[-1][1] if history else float(output.training_loss), trained_tokens=trained_tokens,
+    last = watch.committer.last_committed or resume
+    trained_tokens = int(tokens_per_step * (state.global_step - (checkpoints.step_of(resume) if resume else 0)))
+    return dict(
+        steps=state.global_step, max_steps=state.max_steps, train_loss=train_loss,
+        final_loss=history[-1][1] if history else train_loss, trained_tokens=trained_tokens,
         seconds=seconds, tokens_per_second=trained_tokens / max(seconds, 1e-9), loss_history=history,
         resumed_from=str(resume) if resume else None, last_checkpoint=str(last) if last else None,
         micro_batch_size=spec.micro_batch_size, gradient_accumulation_steps=spec.gradient_accumulation_steps,
         oom_retries=0, eval_history=evaluations, best_step=lowest[0] if lowest else None,
         best_eval_loss=lowest[1] if lowest else None, selected_step=state.global_step,
     )
-    stopped_early = best.stopped_early_at is not None  # finished, even when a stop request came at that step
-    if schedule.stopped_at is not None and state.global_step < state.max_steps and not stopped_early:
-        return TrainResult(outcome=INTERRUPTED, adapter_dir=None, stop_reason=stop.reason if stop else None,
-                           **common)
+
+
+def _completed(spec: TrainJobSpec, trainer, tokenizer, watch: _Watchers, measured: dict, stopped_early: bool,
+               log: Log) -> TrainResult:
+    """The adapter written (the best-evaluated weights or the last) and the completed result."""
     adapter_dir = Path(spec.output_dir) / "adapter"
-    selection = _save_adapter(trainer, tokenizer, spec, best, lowest, adapter_dir, log)
+    lowest = (measured["best_step"], measured["best_eval_loss"]) if measured["best_step"] is not None else None
+    selection = _save_adapter(trainer, tokenizer, spec, watch.best, lowest, adapter_dir, log)
     if selection == "best":
         assert lowest is not None  # _save_adapter says "best" only when there is an evaluated step
-        common["selected_step"] = lowest[0]
-    if not math.isfinite(common["final_loss"]):
-        raise TrainingDiverged.at(state.global_step, f"loss={common['final_loss']}", spec.learning_rate,
+        measured["selected_step"] = lowest[0]
+    if not math.isfinite(measured["final_loss"]):
+        raise TrainingDiverged.at(trainer.state.global_step, f"loss={measured['final_loss']}", spec.learning_rate,
                                   spec.tenant_overrides)
     return TrainResult(outcome=COMPLETED, adapter_dir=str(adapter_dir), checkpoint_selection=selection,
-                       early_stopped=stopped_early, **common)
+                       early_stopped=stopped_early, **measured)
 
 
 def _save_adapter(trainer, tokenizer, spec: TrainJobSpec, best, lowest: tuple[int, float] | None,
