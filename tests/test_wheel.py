@@ -25,7 +25,7 @@ def installed(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("wheel")
     source = root / "source"  # a copy: setuptools writes build/ and egg-info beside the sources it builds
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(REPO / name, source / name)
     for package in ("ftpipe", "ftpipe_api", "ftpipe_cli", "ft_assets", "partitions", "resources", "sensors"):
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
@@ -62,6 +62,18 @@ def test_the_installed_wheel_validates_a_dataset_outside_the_checkout(installed,
     done = _run(installed, [*ftpipe, "validate", "train.jsonl", "--json"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["passed"] is True
+
+
+def test_the_wheel_carries_its_license_and_the_golden_set(installed):
+    site = Path(subprocess.run([str(installed / "bin" / "python"), "-c",
+                                "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (info,) = site.glob("ftpipe-*.dist-info")
+    metadata = (info / "METADATA").read_text()
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Classifier: Programming Language :: Python :: 3.11" in metadata
+    assert (info / "licenses" / "LICENSE").read_text() == (REPO / "LICENSE").read_text()
+    assert (site / "ftpipe" / "evaluation" / "golden" / "general-v1.jsonl").is_file()
 
 
 def test_the_installed_wheel_scores_the_golden_set(installed, tiny_model, tmp_path):
