@@ -5,7 +5,16 @@ from pathlib import Path
 from typing import cast
 
 import polars as pl
-from dagster import AssetExecutionContext, MarkdownMetadataValue, MetadataValue, Output, asset
+from dagster import (
+    AssetExecutionContext,
+    MarkdownMetadataValue,
+    MetadataValue,
+    Output,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+    asset,
+)
 
 from ft_assets.gpu import run_on_pool
 from ft_assets.partition import publish
@@ -22,6 +31,12 @@ from resources import (
 )
 
 CURVE_FILE = "loss_curve.png"
+SCORES_SCHEMA = TableSchema(columns=[
+    TableColumn("task", "string", description="holdout: the tenant's held-out split; golden: the platform's set"),
+    TableColumn("metric", "string"), TableColumn("base", "float"), TableColumn("tuned", "float"),
+    TableColumn("change", "float", description="tuned minus base; for perplexity, tuned over base"),
+    TableColumn("change_low", "float"), TableColumn("change_high", "float"),
+    TableColumn("higher_is_better", "bool")])
 
 
 @asset(partitions_def=tenant_jobs_partitions, group_name="evaluation", kinds={"lm-eval"})
@@ -61,8 +76,24 @@ def eval_report(context: AssetExecutionContext, adapter: TrainedAdapter, trainer
                  "base_model": adapter.base_model.model_id}
     publish(store, tenant, job, "eval_report.json", json.dumps(published, indent=2))
     return Output(EvaluatedAdapter(**dict(adapter), eval=report), metadata={
-        **reported, "report": MetadataValue.md(table), "golden_set_digest": report["golden_set_digest"],
+        **reported, "report": MetadataValue.md(table), "scores": _scores_table(report),
+        "golden_set_digest": report["golden_set_digest"],
         "n_golden": report["n_golden"], "loss_curve": MetadataValue.md(as_markdown(curve))})
+
+
+def _scores_table(report: dict) -> MetadataValue:
+    """Each metric of ``eval_report.json``, base and tuned, with the change and its interval."""
+    records = []
+    for row in report["rows"]:
+        if row["metric"] == "perplexity":
+            ratio = report["estimates"][f"{row['task']}_perplexity_ratio"]
+            change = (ratio["value"], ratio["low"], ratio["high"])
+        else:
+            change = (row["delta"], *row["intervals"]["delta"])
+        records.append(TableRecord({"task": row["task"], "metric": row["metric"], "base": row["base"],
+                                    "tuned": row["tuned"], "change": change[0], "change_low": change[1],
+                                    "change_high": change[2], "higher_is_better": row["higher_is_better"]}))
+    return MetadataValue.table(records, schema=SCORES_SCHEMA)
 
 
 def _training_summary(training: dict) -> list[str]:

@@ -49,6 +49,13 @@ def test_good_upload_becomes_an_evaluated_registered_adapter(local_resources, ti
         assert adapter_meta["tokens_per_second"].value > 0
         (serving,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "serving_compatible"]
         assert serving.passed
+        scores = result.asset_materializations_for_node("eval_report")[0].metadata["scores"].value.records
+        assert {(r.data["task"], r.data["metric"]) for r in scores} == {
+            ("holdout", "exact_match"), ("holdout", "perplexity"), ("golden", "exact_match"), ("golden", "perplexity")}
+        for score in (r.data for r in scores):
+            assert score["change_low"] <= score["change_high"]
+            if score["metric"] == "exact_match":
+                assert score["change"] == pytest.approx(score["tuned"] - score["base"])
 
     (record,) = local_resources["catalog"].adapters().list("acme")
     assert record.run_id == run.run_id and record.base_digest == tiny_model.digest
