@@ -72,7 +72,7 @@ lint: install
 # which the other worker's training fills. Work stealing, because a few end-to-end tests take minutes.
 PYTEST_WORKERS ?= 2
 test: install lint base-model
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -ra -n $(PYTEST_WORKERS) --dist worksteal
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -ra -n $(PYTEST_WORKERS) --dist worksteal --durations=15
 
 test-fast: install base-model
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -ra -n $(PYTEST_WORKERS) --dist worksteal -m "not slow"

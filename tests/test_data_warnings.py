@@ -101,10 +101,11 @@ HOSTILE_TEXTS = {
 @pytest.mark.parametrize("case", sorted(HOSTILE_TEXTS))
 def test_finding_pii_takes_linear_time_on_a_megabyte_of_hostile_text(case):
     text = HOSTILE_TEXTS[case]()
-    start = time.perf_counter()
+    # CPU time, not wall time: another process sharing the cores (a CI run beside it) must not fail the test.
+    start = time.process_time()
     find_pii(text)
     # Under half a second here; the backtracking email pattern took half an hour on the first case.
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 @pytest.mark.parametrize("text", ["a@b.co.c@d.co", "a@b.cox+y@mail.example.com", "x a@b.co,c@d.co _a@b.co.",
