@@ -194,10 +194,15 @@ def validated_dataset(context: AssetExecutionContext, raw_dataset: RawDataset, l
             report=None)
     yield Output(
         ValidatedDataset(**dict(raw_dataset), examples_file=str(out_file), check=check),
-        metadata={**check.stats, "errors": outcome.n_errors,
+        metadata={**check.stats, "dagster/row_count": _parquet_rows(out_file), "errors": outcome.n_errors,
                   "warnings": sum(w.count for w in check.warnings),
                   "report": MetadataValue.md(report_md), "report_key": report_key},
     )
+
+
+def _parquet_rows(path: Path) -> int:
+    """From the file's footer: no row is read."""
+    return int(pl.scan_parquet(path).select(pl.len()).collect().item())
 
 
 def _tokenized_cache(context: AssetExecutionContext, validated_dataset: ValidatedDataset, base: ResolvedBaseModel,
@@ -339,7 +344,8 @@ def tokenized_dataset(context: AssetExecutionContext, validated_dataset: Validat
         TokenizedDataset(**dict(validated_dataset), tokenized_file=str(cache_file), base_model=base,
                          spec=plan.spec.to_dict(), pool=pool_name, expected_seconds=expected_s,
                          data_warnings={w.kind: w.count for w in [*check.warnings, *preflight.warnings]}),
-        metadata={**preflight.stats, "cache_hit": hit, "cache_key": cache_key[:24], "base_model": base.short(),
+        metadata={**preflight.stats, "dagster/row_count": _parquet_rows(cache_file), "cache_hit": hit,
+                  "cache_key": cache_key[:24], "base_model": base.short(),
                   "pool": pool_name, "estimated_seconds": float(f"{estimated_s:.3g}"),
                   "expected_seconds": float(f"{expected_s:.3g}"),
                   "calibration_runs": len(calibration), "report": MetadataValue.md(report_md)},

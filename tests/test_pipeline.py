@@ -189,6 +189,7 @@ def test_assets_read_uploads_and_write_reports_over_s3(local_resources, s3_endpo
                              resources={**local_resources, "landing": landing}, instance=instance)
     assert result.success
     assert result.asset_materializations_for_node("validated_dataset")[0].metadata["records"].value == 100
+    assert result.asset_materializations_for_node("validated_dataset")[0].metadata["dagster/row_count"].value == 100
     assert b"Validation passed" in store.read_bytes(results_key("acme", "s3-v1", "validation.md"))
 
 
