@@ -286,9 +286,8 @@ def _expected_seconds(context: AssetExecutionContext, estimated_gpu_hours: float
     + warning_check_specs("tokenized_dataset", PREFLIGHT_WARNING_KINDS),
 )
 def tokenized_dataset(context: AssetExecutionContext, validated_dataset: ValidatedDataset,
-                      base_models: BaseModelsResource,
-                      artifacts: ArtifactStoreResource, landing: LandingZoneResource, platform: PlatformResource,
-                      catalog: CatalogResource):
+                      base_models: BaseModelsResource, artifacts: ArtifactStoreResource, landing: LandingZoneResource,
+                      platform: PlatformResource, catalog: CatalogResource):
     """The train split rendered through the base model's chat template with assistant masks, cached by content,
     and the held-out split beside it (the validation loss during training).
 

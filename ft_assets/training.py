@@ -97,7 +97,8 @@ def adapter(context: AssetExecutionContext, tokenized_dataset: TokenizedDataset,
 
 def _trained(tokenized_dataset: TokenizedDataset, spec: TrainJobSpec, spec_hash: str,
              training: dict) -> TrainedAdapter:
-    fields = dict(tokenized_dataset) | {"spec": spec.to_dict()}  # with the output folder the trainer wrote to
+    """The record the adapter asset hands on; its spec names the output folder the trainer wrote to."""
+    fields = dict(tokenized_dataset) | {"spec": spec.to_dict()}
     return TrainedAdapter(**fields, adapter_dir=f"{spec.output_dir}/adapter", spec_hash=spec_hash, training=training)
 
 
