@@ -86,14 +86,14 @@ def golden_reevaluation(context: AssetExecutionContext, catalog: CatalogResource
     flagged = [r for r in results if not r.holds_up]
     for r in flagged:
         context.log.warning(f"{r.adapter_id} ({r.tenant}): {'; '.join(r.findings)}")
+    findings = [f"{r.adapter_id}: {f}" for r in flagged for f in r.findings]
     return MaterializeResult(
         metadata={"adapters": len(results), "flagged": len(flagged), "dagster/row_count": len(results),
                   "golden_set_digest": digest, "report": _reevaluation_table(results),
-                  "findings": MetadataValue.md("\n".join(f"- {r.adapter_id}: {f}" for r in flagged for f in r.findings)
-                                               or "none")},
+                  "findings": MetadataValue.md("\n".join(f"- {f}" for f in findings) or "none")},
         check_results=[AssetCheckResult(
             check_name="promoted_adapters_hold_up", passed=not flagged, severity=AssetCheckSeverity.WARN,
-            description="; ".join(f"{r.adapter_id}: {f}" for r in flagged for f in r.findings)[:2000] or None,
+            description="; ".join(findings)[:2000] or None,
             metadata={"flagged": MetadataValue.json([r.adapter_id for r in flagged])})],
     )
 
