@@ -10,28 +10,21 @@ Measures, in one process:
      rate measured is the coordinator's, not the training's. The premium and standard runs are timed
      apart: after them, the free tier's limit of one run at a time sets the pace, not the coordinator.
 
-    .venv/bin/python bench/admission.py [--tenants 200] [--jobs-per-tenant 5]
+    .venv/bin/python -m bench.admission [--tenants 200] [--jobs-per-tenant 5]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import logging
+import os
+import tempfile
+import time
+from collections import Counter
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path, where its name would hide the standard
-# library's ``queue`` from every package that imports it.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections import Counter  # noqa: E402
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
 
 

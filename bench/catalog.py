@@ -26,33 +26,26 @@ better) a ratio under 1 means PostgreSQL is faster; for throughput (ops/s, highe
 means PostgreSQL is faster. Both backends run on this machine, so with few cores the processes compete with
 the PostgreSQL server for CPU. Figures go to bench/results/catalog.json.
 
-    .venv/bin/python bench/catalog.py [--reps 50] [--list-rows 200] [--processes 1,4,8] [--ops-per-process 100]
+    .venv/bin/python -m bench.catalog [--reps 50] [--list-rows 200] [--processes 1,4,8] [--ops-per-process 100]
                                       [--postgres postgresql://postgres@127.0.0.1:5432/postgres] [--no-postgres]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import tempfile
+import time
+import uuid
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-# Run as a script, this file's folder comes first on sys.path, where the other scripts' names would hide any
-# module of the same name; the worker is imported as bench.catalog_worker instead.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit  # noqa: E402
+from bench.catalog_worker import MONTH, POOL, adapter, stores, usage, work
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
-from bench.catalog_worker import MONTH, POOL, adapter, stores, usage, work  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 BACKENDS = ("DuckDB", "PostgreSQL")

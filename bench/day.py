@@ -26,7 +26,7 @@ are one fungible set, finishes the day's work no sooner than total GPU-hours / G
 while work waits. Where the real queue falls short of it, the table shows which pool and which limit hold.
 
     make base-model   # the sensor admits manifests against the built-in tiny model
-    .venv/bin/python bench/day.py [--jobs 500] [--step 60] [--seed 7] [--postgres URL]
+    .venv/bin/python -m bench.day [--jobs 500] [--step 60] [--seed 7] [--postgres URL]
 
 Needs PostgreSQL (default postgresql://postgres@127.0.0.1:5432/postgres: a database is created and dropped).
 Figures go to bench/results/day.json.
@@ -39,7 +39,6 @@ import json
 import logging
 import os
 import random
-import sys
 import tempfile
 import time
 import uuid
@@ -48,7 +47,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_var] = "1"

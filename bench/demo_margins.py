@@ -14,8 +14,8 @@ and torch thread count (1 and 2), each in its own process, and reports the sprea
 them beside the margins: a margin must be far larger than the spread for the demo to pass on any CPU.
 With ``--own-base`` each setting also builds its own base model, as another CPU would.
 
-    .venv/bin/python bench/demo_margins.py                      # this process's kernels and threads
-    .venv/bin/python bench/demo_margins.py --matrix --out m.json
+    .venv/bin/python -m bench.demo_margins                      # this process's kernels and threads
+    .venv/bin/python -m bench.demo_margins --matrix --out m.json
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
@@ -278,14 +277,14 @@ def run_matrix(args) -> dict:
             env["FTPIPE_MODEL_CACHE"] = str(Path(os.environ["FTPIPE_MODEL_CACHE"]) / "matrix" / _slug(label))
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             child_out = f.name
-        cmd = [sys.executable, __file__, "--threads", str(threads), "--out", child_out,
-               "--tenants-file", args.tenants_file, "--quiet"]
+        cmd = [sys.executable, "-m", "bench.demo_margins", "--threads", str(threads), "--out", child_out,
+               "--tenants-file", str(Path(args.tenants_file).resolve()), "--quiet"]
         for flag in ("rows", "epochs", "tenant", "recipe", "hp"):
             if getattr(args, flag):
                 cmd += [f"--{flag}", str(getattr(args, flag))]
         if seed is not None:
             cmd += ["--seed", str(seed)]
-        subprocess.run(cmd, env=env, check=True)
+        subprocess.run(cmd, env=env, cwd=REPO_ROOT, check=True)
         run = json.loads(Path(child_out).read_text())
         os.unlink(child_out)
         run["setting"]["label"] = label

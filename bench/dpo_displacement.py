@@ -5,18 +5,18 @@ Trains the tiny model on ``synthetic.acme_preferences`` (the same answer, upbeat
 prints for each the held-out share of pairs where the chosen answer is the likelier and the mean
 log-likelihood of the chosen answers, beside the base model's.
 
-    .venv/bin/python bench/dpo_displacement.py
+    .venv/bin/python -m bench.dpo_displacement
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
@@ -45,7 +45,9 @@ def preferences(model, table) -> tuple[float, float]:
     return wins / table.height, chosen_total / table.height
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
+
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -13,7 +13,7 @@ Runs execute in process (``execute_in_process``): a launched run also holds its 
 the same for both. Each variant is its own tenant, so neither reuses the other's tokenized cache or training.
 
     make base-model
-    .venv/bin/python bench/gpu_idle.py [--rows 20000] [--max-steps 40]
+    .venv/bin/python -m bench.gpu_idle [--rows 20000] [--max-steps 40]
 
 Figures go to bench/results/gpu_idle.json.
 """
@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("FTPIPE_MODEL_CACHE", str(REPO_ROOT / ".cache" / "models"))
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_var] = "1"

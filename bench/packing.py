@@ -5,7 +5,7 @@ attention within each example; tests/test_packing.py checks that). Its gain come
 padding, and on a GPU from FlashAttention's variable-length kernels; on the CPU, SDPA over one long row
 costs O(L^2) and can lose. This script reports what it sees on the machine it runs on.
 
-    .venv/bin/python bench/packing.py [--rows 600] [--epochs 1] [--max-seq-len 512]
+    .venv/bin/python -m bench.packing [--rows 600] [--epochs 1] [--max-seq-len 512]
 """
 
 from __future__ import annotations

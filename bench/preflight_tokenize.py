@@ -1,6 +1,6 @@
 """The pre-flight's render + tokenize: ftpipe vs a per-example loop vs a raw ``encode_batch``, in one run.
 
-    .venv/bin/python bench/preflight_tokenize.py [--rows 50000] [--repeats 3]
+    .venv/bin/python -m bench.preflight_tokenize [--rows 50000] [--repeats 3]
 
 - ``per_example``: ``apply_chat_template`` one conversation at a time, with the assistant mask (what a
   ``datasets.map`` over examples does);
@@ -16,12 +16,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 

@@ -38,7 +38,7 @@ its CPU and GIL with the client. So on moto even a request for one small ``jobs/
 proportion to the whole bucket, which real S3 does not do: the S3 request counts carry over to real S3, the S3
 times do not (they understate the new scan's advantage). The local times are the file system's own.
 
-    .venv/bin/python bench/sensor_listing.py [--tenants 20] [--jobs 200,1000,4000] [--reports 8]
+    .venv/bin/python -m bench.sensor_listing [--tenants 20] [--jobs 200,1000,4000] [--reports 8]
                                              [--api-files 5] [--reps 3] [--min-ticks 3] [--budget 1000]
                                              [--stores s3,local] [--fill-threads 8]
 
@@ -47,24 +47,17 @@ Figures go to bench/results/sensor_listing.json.
 
 from __future__ import annotations
 
-import sys
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path, where the other scripts' names would hide any
-# module of the same name.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
 # moto's server and the boto3 clients read these; set before any client is created.
 os.environ["AWS_ACCESS_KEY_ID"] = "testing"

@@ -6,7 +6,7 @@ script is what a user would write: SFTTrainer on conversational rows, TRL tokeni
 ``input_ids`` / ``assistant_masks``. Both train the same LoRA; the report gives wall times, steps/s and the
 ratio, and checks that the two reach a similar loss.
 
-    .venv/bin/python bench/train_vs_plain_trl.py [--rows 400] [--epochs 2]
+    .venv/bin/python -m bench.train_vs_plain_trl [--rows 400] [--epochs 2]
 """
 
 from __future__ import annotations

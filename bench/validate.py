@@ -1,6 +1,6 @@
 """Validation speed and memory: ftpipe vs a plain-Python line loop vs a bare polars read, in one run.
 
-    .venv/bin/python bench/validate.py [--rows 1000000] [--variants ftpipe_full,...] [--repeats 3]
+    .venv/bin/python -m bench.validate [--rows 1000000] [--variants ftpipe_full,...] [--repeats 3]
 
 It writes a JSONL file of chat rows (~260 characters, a few with PII, a few duplicates), then times, each in
 its own process so that peak RSS is per variant:
@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
 
 ROLES = {"system", "user", "assistant", "tool"}
 
@@ -236,8 +235,8 @@ def main() -> None:
         for _ in range(args.repeats):
             turn = {}
             for name in names:
-                out = subprocess.run([sys.executable, __file__, "--variant", name, "--file", str(path)],
-                                     capture_output=True, text=True, check=True)
+                out = subprocess.run([sys.executable, "-m", "bench.validate", "--variant", name, "--file", str(path)],
+                                     cwd=REPO_ROOT, capture_output=True, text=True, check=True)
                 turn[name] = json.loads(out.stdout.strip().splitlines()[-1])
                 r = turn[name]
                 print(f"{name:12s} {r['seconds']:7.2f} s  peak RSS {r['peak_rss_mb']:,} MB", flush=True)
@@ -287,8 +286,8 @@ def compare_shapes(shapes: list[str], rows: int, repeats: int) -> None:
                     folder.mkdir()
                     write_rows(path, rows, shape=shape)
                     write_rows(folder / f"warmup{suffix}", 2000, seed=1, shape=shape)
-                out = subprocess.run([sys.executable, __file__, "--variant", "ftpipe", "--file", str(path)],
-                                     capture_output=True, text=True, check=True)
+                out = subprocess.run([sys.executable, "-m", "bench.validate", "--variant", "ftpipe", "--file",
+                                      str(path)], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
                 turn[shape] = json.loads(out.stdout.strip().splitlines()[-1])
                 print(f"{shape:14s} {turn[shape]['seconds']:7.2f} s  peak RSS {turn[shape]['peak_rss_mb']:,} MB",
                       flush=True)

@@ -1,0 +1,1 @@
+"""Benchmark scripts, run as ``python -m bench.<name>`` from the repository root."""
