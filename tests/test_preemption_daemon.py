@@ -5,8 +5,14 @@ run the Dagster way (termination: the Pipes client signals the trainer, which ch
 queue it again, the QueuedRunCoordinator gives the slot to the premium run and then back to the free one, which
 resumes from its checkpoint. Its final adapter must equal, tensor for tensor, that of the same training run
 uninterrupted.
+
+The test holds the free run's trainer still (SIGSTOP) from its first logged steps until the sensor has asked
+it to stop, then lets it go on (SIGCONT) to the checkpoint it writes when asked: otherwise the preemption
+races the free run's end, and a run long enough to win that race on a slow, busy host costs minutes to train
+twice. A stopped process keeps its signals pending, so the stop request is the same one a running trainer gets.
 """
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -20,6 +26,7 @@ from ftpipe.launch.command import cpu_thread_env
 from ftpipe.metering.ledger import UsageLedger
 from ftpipe.objectstore import LocalObjectStore
 from ftpipe.submission import default_manifest, submit_job
+from ftpipe.training.progress_line import parse_progress
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe_cli.demo import start_daemon, stop_daemon
 from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
@@ -27,9 +34,8 @@ from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
 from tests.test_resume import _harness, _weights
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Long enough that the free run is still training when the premium job has been queued and the preemption
-# sensor has ticked (about 35 s of training on 2 cores; ticks come every 10-15 s), short enough to train twice.
-FREE_STEPS = 600
+# Several logging steps after the one at which the test holds the trainer; about 8 s of training on 2 cores.
+FREE_STEPS = 120
 
 pytestmark = pytest.mark.slow
 
@@ -41,21 +47,33 @@ def _one_slot_platform(home: Path, monkeypatch) -> None:
         if limit == {"key": "ftpipe/pool", "value": "cpu-local", "limit": limit["limit"]}:
             limit["limit"] = 1
     platform["pools"]["cpu-local"]["slots"] = 1
-    # The CPU pool's calibration counts training only; a run also validates, tokenizes and starts processes.
-    # A lower utilization makes the expected time cover all of it, so the free run stays preemptible.
-    platform["pools"]["cpu-local"]["mfu"] = 0.1
+    # The CPU pool's calibration counts training only; a run also validates, tokenizes, starts processes and here
+    # waits, held, for the premium job. A lower utilization makes the expected time cover all of it, so the
+    # free run stays under max_progress_share of it (preemptible) and far from its time limit.
+    platform["pools"]["cpu-local"]["mfu"] = 0.01
     platform["preemption"].update(wait_seconds=0, max_progress_share=1.0)
     use_daemon_home(home, monkeypatch, instance_config, platform)
 
 
-def _trainer_is_running(daemon) -> bool:
+def _trainers(daemon) -> list[psutil.Process]:
+    found = []
     for child in psutil.Process(daemon.pid).children(recursive=True):
         try:
             if "ftpipe.training.pipes_main" in " ".join(child.cmdline()):
-                return True
+                found.append(child)
         except psutil.Error:
             continue
-    return False
+    return found
+
+
+def _has_logged_steps(instance: DagsterInstance, run_id: str) -> bool:
+    """The trainer's progress lines have reached the run's event log: it is training, its stop handlers set."""
+    return any(parse_progress(entry.user_message or "") for entry in instance.all_logs(run_id))
+
+
+def _is_being_stopped(instance: DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id)
+    return run is not None and PREEMPTED_TAG in run.tags and run.status != DagsterRunStatus.STARTED
 
 
 def _runs(instance: DagsterInstance, tenant: str):
@@ -76,17 +94,30 @@ def test_a_preempted_free_run_resumes_after_the_premium_run_and_ends_where_an_un
     daemon = start_daemon(log)
     try:
         with DagsterInstance.get() as instance:
-            wait_for("the free run's trainer", lambda: _trainer_is_running(daemon), 400, daemon, log)
-            submit_job(store, "acme", "urgent", {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()},
-                       default_manifest("t.jsonl", hyperparameters={"epochs": 1}))
+            (free,) = wait_for("the free run", lambda: _runs(instance, "initech"), 400, daemon, log)
+            wait_for("the free run's first steps", lambda: _has_logged_steps(instance, free.run_id), 400, daemon,
+                     log)
+            held = _trainers(daemon)
+            assert held, "the free run logged steps, yet no trainer process runs"
+            for trainer in held:
+                trainer.suspend()
+            try:
+                submit_job(store, "acme", "urgent",
+                           {"t.jsonl": synthetic.to_jsonl(synthetic.acme_support(100)).encode()},
+                           default_manifest("t.jsonl", hyperparameters={"epochs": 1}))
+                wait_for("the preemption sensor to stop the free run",
+                         lambda: _is_being_stopped(instance, free.run_id), 600, daemon, log)
+            finally:
+                for trainer in held:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        trainer.resume()
 
             def free_run_finished():
                 runs = _runs(instance, "initech")
                 return runs if len(runs) == 2 and runs[-1].is_finished else None
 
-            # Bounds, not expectations: alone it takes about 3 minutes; beside the other test worker on a slow
-            # host it took over 10.
-            free_runs = wait_for("the free job's second attempt", free_run_finished, 1500, daemon, log)
+            # Bounds, not expectations: alone it takes about 2 minutes.
+            free_runs = wait_for("the free job's second attempt", free_run_finished, 1200, daemon, log)
             (premium,) = _runs(instance, "acme")
     finally:
         stop_daemon(daemon)

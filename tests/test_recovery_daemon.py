@@ -37,7 +37,7 @@ from tests.helpers.webserver import check_executions, running_webserver, runs_of
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MONITORING_POLL_SECONDS = 3
-LONG_STEPS = 400  # about 25 s of training on 2 cores: long enough to be killed after its first checkpoint
+LONG_STEPS = 150  # the first checkpoint at step 50 (save_steps), then about 6 s of training on 2 cores to be killed in
 
 pytestmark = pytest.mark.slow
 
