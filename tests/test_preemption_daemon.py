@@ -6,10 +6,11 @@ queue it again, the QueuedRunCoordinator gives the slot to the premium run and t
 resumes from its checkpoint. Its final adapter must equal, tensor for tensor, that of the same training run
 uninterrupted.
 
-The test holds the free run's trainer still (SIGSTOP) from its first logged steps until the sensor has asked
-it to stop, then lets it go on (SIGCONT) to the checkpoint it writes when asked: otherwise the preemption
-races the free run's end, and a run long enough to win that race on a slow, busy host costs minutes to train
-twice. A stopped process keeps its signals pending, so the stop request is the same one a running trainer gets.
+The test holds the free run's trainer still (SIGSTOP) from the moment its stop handlers are set until the
+sensor has asked it to stop, then lets it go on (SIGCONT) to the checkpoint it writes when asked, after its
+first step: otherwise the preemption races the free run's end, and a run long enough to win that race on a
+slow, busy host costs minutes to train twice, while on a fast host no length is safe. A stopped process keeps
+its signals pending, so the stop request is the same one a running trainer gets.
 """
 
 import contextlib
@@ -26,7 +27,7 @@ from ftpipe.launch.command import cpu_thread_env
 from ftpipe.metering.ledger import UsageLedger
 from ftpipe.objectstore import LocalObjectStore
 from ftpipe.submission import default_manifest, submit_job
-from ftpipe.training.progress_line import parse_progress
+from ftpipe.training.pipes_main import STOP_HANDLERS_SET
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe_cli.demo import start_daemon, stop_daemon
 from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
@@ -34,7 +35,7 @@ from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
 from tests.test_resume import _harness, _weights
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Several logging steps after the one at which the test holds the trainer; about 8 s of training on 2 cores.
+# About 8 s of training on 2 cores; the free run stops after its first step and resumes for the rest.
 FREE_STEPS = 120
 
 pytestmark = pytest.mark.slow
@@ -66,9 +67,10 @@ def _trainers(daemon) -> list[psutil.Process]:
     return found
 
 
-def _has_logged_steps(instance: DagsterInstance, run_id: str) -> bool:
-    """The trainer's progress lines have reached the run's event log: it is training, its stop handlers set."""
-    return any(parse_progress(entry.user_message or "") for entry in instance.all_logs(run_id))
+def _stop_handlers_are_set(instance: DagsterInstance, run_id: str) -> bool:
+    """The trainer has said so in the run's event log: a stop signal now checkpoints instead of killing it."""
+    said = STOP_HANDLERS_SET.split("{")[0]
+    return any((entry.user_message or "").startswith(said) for entry in instance.all_logs(run_id))
 
 
 def _is_being_stopped(instance: DagsterInstance, run_id: str) -> bool:
@@ -95,10 +97,10 @@ def test_a_preempted_free_run_resumes_after_the_premium_run_and_ends_where_an_un
     try:
         with DagsterInstance.get() as instance:
             (free,) = wait_for("the free run", lambda: _runs(instance, "initech"), 400, daemon, log)
-            wait_for("the free run's first steps", lambda: _has_logged_steps(instance, free.run_id), 400, daemon,
-                     log)
+            wait_for("the free trainer's stop handlers", lambda: _stop_handlers_are_set(instance, free.run_id), 400,
+                     daemon, log)
             held = _trainers(daemon)
-            assert held, "the free run logged steps, yet no trainer process runs"
+            assert held, "the free trainer has logged, yet no trainer process runs"
             for trainer in held:
                 trainer.suspend()
             try:

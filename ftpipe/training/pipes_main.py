@@ -21,6 +21,10 @@ from ftpipe.training.runner import COMPLETED, is_main_process, run_training, sav
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe.training.validation import validation_metadata
 
+# The trainer's first log line, once its stop handlers are set: from then on a stop signal ends training at a
+# checkpoint instead of ending the process.
+STOP_HANDLERS_SET = "training stops if process {} exits"
+
 
 def _train(pipes: PipesContext) -> None:
     spec = TrainJobSpec.from_dict(pipes.get_extra("spec"))
@@ -29,7 +33,7 @@ def _train(pipes: PipesContext) -> None:
         pipes.log.info(format_progress(m))
 
     with stop_on_signals_and_orphaning() as stop:
-        pipes.log.info(f"training stops if process {stop.watching} exits")
+        pipes.log.info(STOP_HANDLERS_SET.format(stop.watching))
         try:
             result = run_training(spec, sink, stop=stop, log=pipes.log.info)
         except TrainingFailure as failure:
