@@ -37,7 +37,9 @@ from tests.helpers.webserver import check_executions, running_webserver, runs_of
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MONITORING_POLL_SECONDS = 3
-LONG_STEPS = 150  # the first checkpoint at step 50 (save_steps), then about 6 s of training on 2 cores to be killed in
+# The first checkpoint comes at step 50 (save_steps); the 200 steps after it (about 12 s on 2 cores) leave time
+# to see it and kill the host before the run ends on a CPU several times faster; the resumed run trains them again.
+LONG_STEPS = 250
 
 pytestmark = pytest.mark.slow
 
