@@ -31,7 +31,7 @@ from ftpipe.training.pipes_main import STOP_HANDLERS_SET
 from ftpipe.training.spec import TrainJobSpec
 from ftpipe_cli.demo import start_daemon, stop_daemon
 from partitions.run_tags import ATTEMPT_TAG, PREEMPTED_TAG, TENANT_TAG
-from tests.helpers.daemon_home import repo_configs, use_daemon_home, wait_for
+from tests.helpers.daemon_home import repo_configs, trainers, use_daemon_home, wait_for
 from tests.test_resume import _harness, _weights
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -54,17 +54,6 @@ def _one_slot_platform(home: Path, monkeypatch) -> None:
     platform["pools"]["cpu-local"]["mfu"] = 0.01
     platform["preemption"].update(wait_seconds=0, max_progress_share=1.0)
     use_daemon_home(home, monkeypatch, instance_config, platform)
-
-
-def _trainers(daemon) -> list[psutil.Process]:
-    found = []
-    for child in psutil.Process(daemon.pid).children(recursive=True):
-        try:
-            if "ftpipe.training.pipes_main" in " ".join(child.cmdline()):
-                found.append(child)
-        except psutil.Error:
-            continue
-    return found
 
 
 def _stop_handlers_are_set(instance: DagsterInstance, run_id: str) -> bool:
@@ -99,7 +88,7 @@ def test_a_preempted_free_run_resumes_after_the_premium_run_and_ends_where_an_un
             (free,) = wait_for("the free run", lambda: _runs(instance, "initech"), 400, daemon, log)
             wait_for("the free trainer's stop handlers", lambda: _stop_handlers_are_set(instance, free.run_id), 400,
                      daemon, log)
-            held = _trainers(daemon)
+            held = trainers(daemon)
             assert held, "the free trainer has logged, yet no trainer process runs"
             for trainer in held:
                 trainer.suspend()

@@ -32,7 +32,7 @@ from ftpipe.submission import default_manifest, submit_job
 from ftpipe_cli.demo import start_daemon, stop_daemon
 from partitions.run_tags import ATTEMPT_TAG, TENANT_TAG
 from partitions.tenant_jobs import tenant_jobs_partitions
-from tests.helpers.daemon_home import repo_configs, use_daemon_home
+from tests.helpers.daemon_home import repo_configs, trainers, use_daemon_home
 from tests.helpers.webserver import check_executions, running_webserver, runs_of
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -78,13 +78,6 @@ def _gpu_runs(ui_runs: list[dict]) -> list[dict]:
     return [r for r in ui_runs if r["tags"].get("ftpipe/stage") == "finetune"]
 
 
-def _cmdline(process: psutil.Process) -> str:
-    try:
-        return " ".join(process.cmdline())
-    except psutil.Error:  # exited, or a zombie
-        return ""
-
-
 def _checkpoint(home: Path, tenant: str) -> bool:
     """A committed checkpoint (one still being written lies in checkpoints/staging/)."""
     return any((home / "artifacts").glob(f"tenants/{tenant}/jobs/*/training/*/checkpoints/checkpoint-*/"
@@ -109,7 +102,7 @@ def test_a_lost_host_a_failed_launch_and_bad_data_each_end_as_they_should(tmp_pa
             assert lost.status == DagsterRunStatus.STARTED
             # The host goes: the daemon and every process under it (code server, run worker, trainer) at once.
             tree = [psutil.Process(daemon.pid), *psutil.Process(daemon.pid).children(recursive=True)]
-            assert any("ftpipe.training.pipes_main" in _cmdline(p) for p in tree)
+            assert trainers(daemon)
             for process in tree:
                 try:
                     process.send_signal(signal.SIGKILL)

@@ -17,6 +17,7 @@ from ft_assets.training import adapter, pool_calibration
 from ftpipe import synthetic
 from ftpipe.landing import results_key, statement_key
 from ftpipe.submission import default_manifest, submit_job
+from ftpipe.training.pipes_main import STOP_HANDLERS_SET
 from partitions.keys import partition_key
 from resources import TrainerLauncherResource
 from sensors.failures import failure_reason, meter_lost_attempt
@@ -162,7 +163,7 @@ def test_a_two_worker_slot_trains_under_torchrun_and_reports_once(local_resource
     assert sum("step 5/6 loss=" in m for m in logs) == 1  # logged every 5 steps, by rank 0 only
     assert sum("step 6/6 eval_loss=" in m for m in logs) == 1  # the validation loss too, on both workers' shares
     # The workers are torchrun's children: they watch the run worker (here, this process) instead.
-    assert f"training stops if process {os.getpid()} exits" in logs
+    assert STOP_HANDLERS_SET.format(os.getpid()) in logs
     (checkpoint,) = Path(local_resources["artifacts"].root).glob(
         "tenants/acme/jobs/pair/training/*/checkpoints/checkpoint-*")
     assert (checkpoint / "rng_state_1.pth").is_file()  # the second worker really trained

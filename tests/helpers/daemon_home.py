@@ -4,6 +4,7 @@ test changes them, written where the daemon and the test's own instance read the
 import time
 from pathlib import Path
 
+import psutil
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -42,3 +43,15 @@ def wait_for(what: str, condition, timeout_s: float, daemon, log: Path, every_s:
         assert daemon.poll() is None, f"the daemon exited: {log.read_text()[-3000:]}"
         time.sleep(every_s)
     raise AssertionError(f"timed out waiting for {what}; daemon log:\n{log.read_text()[-3000:]}")
+
+
+def trainers(daemon) -> list[psutil.Process]:
+    """The trainer processes under the daemon: its run workers' Pipes subprocesses."""
+    found = []
+    for child in psutil.Process(daemon.pid).children(recursive=True):
+        try:
+            if "ftpipe.training.pipes_main" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:  # exited, or a zombie
+            continue
+    return found
